@@ -1,0 +1,70 @@
+"""The ``kvpure`` command: ``kvpure hash``, ``kvpure plan`` and ``kvpure demo``.
+
+Each subcommand lives in its own module and registers itself through
+``register(subparsers)``. This module owns what every subcommand shares: the
+parser, and turning any input problem into one line on stderr and exit code 2
+(never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from kvpure.cli import demo_command, hash_command, plan_command
+from kvpure.errors import KVPureError
+
+EXIT_USAGE = 2
+
+
+class CommandLineError(Exception):
+    """Raised by the parser instead of printing usage and exiting."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``kvpure`` parser with every subcommand registered."""
+    parser = _Parser(
+        prog="kvpure",
+        description="vLLM's KV-cache planning and block hashing, exactly and offline.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for module in (plan_command, hash_command, demo_command):
+        module.register(sub)
+    return parser
+
+
+def _fail(message: str) -> int:
+    first_line = message.strip().splitlines()[0] if message.strip() else "error"
+    print(f"kvpure: error: {first_line}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        code: int = args.run(args)
+        return code
+    except CommandLineError as err:
+        return _fail(str(err))
+    except json.JSONDecodeError as err:
+        return _fail(f"invalid JSON: {err}")
+    except KVPureError as err:
+        return _fail(str(err))
+    except OSError as err:
+        name = err.filename if err.filename is not None else ""
+        return _fail(f"{name}: {err.strerror or err}")
+    except KeyboardInterrupt:
+        return 130
