@@ -1,0 +1,310 @@
+"""Prompt hashing speed: vLLM's per-block method (BASELINE) vs kvpure vs the hash-call floor.
+
+Run: ``make bench`` (or ``.venv/bin/python bench/bench_hashing.py [--quick]``).
+
+All three run in this process on the same prompts and produce the same digests (checked):
+
+- BASELINE: vLLM's method, rewritten here in the shape of vLLM's ``request_block_hasher``:
+  for each full block, generate the extra keys (LoRA name, multimodal (identifier, offset)
+  pairs, the cache salt on block 0), slice the tokens, ``tuple()`` them and hash
+  ``serialise((parent, tokens, extra_keys))`` (``cbor2.dumps(canonical=True)`` or
+  ``pickle.dumps(protocol=5)``).
+- kvpure: the same extra keys computed for every block, then ``hash_token_blocks``.
+- floor: the hash calls alone on the payloads prebuilt (``sha256(p).digest()`` /
+  ``xxh3_128_digest(p)``), i.e. the cost left if serialisation were free.
+
+Prints microseconds per block and the ratios kvpure/baseline and kvpure/floor, then the
+one-block extension (decoding) for each algorithm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import cbor2
+import xxhash
+
+from kvpure.hashing.fast_prompt import hash_token_blocks
+
+ALGOS = ("sha256_cbor", "xxhash_cbor", "sha256", "xxhash")
+VOCAB = 128_256  # Llama 3
+
+
+# --- BASELINE: vLLM's per-block hasher, in its shape --------------------------------------
+
+
+def _sha256_cbor(obj: object) -> bytes:
+    return hashlib.sha256(cbor2.dumps(obj, canonical=True)).digest()
+
+
+def _xxhash_cbor(obj: object) -> bytes:
+    return xxhash.xxh3_128_digest(cbor2.dumps(obj, canonical=True))
+
+
+def _sha256(obj: object) -> bytes:
+    return hashlib.sha256(pickle.dumps(obj, protocol=5)).digest()
+
+
+def _xxhash(obj: object) -> bytes:
+    return xxhash.xxh3_128_digest(pickle.dumps(obj, protocol=5))
+
+
+BASELINE_HASH_FNS: dict[str, Callable[[object], bytes]] = {
+    "sha256_cbor": _sha256_cbor,
+    "xxhash_cbor": _xxhash_cbor,
+    "sha256": _sha256,
+    "xxhash": _xxhash,
+}
+
+
+@dataclass
+class MMFeature:
+    identifier: str
+    offset: int
+    length: int
+
+
+@dataclass
+class Request:
+    all_token_ids: list[int]
+    lora_name: str | None = None
+    cache_salt: str | None = None
+    mm_features: list[MMFeature] = field(default_factory=list)
+    block_hashes: list[bytes] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+
+def baseline_mm_keys(
+    request: Request, start: int, end: int, mm_idx: int
+) -> tuple[list[object], int]:
+    keys: list[object] = []
+    features = request.mm_features
+    if not features:
+        return keys, mm_idx
+    last = features[-1]
+    if last.offset + last.length <= start:
+        return keys, mm_idx
+    if mm_idx < 0:
+        mm_idx = len(features) + mm_idx
+    while mm_idx < len(features):
+        feature = features[mm_idx]
+        if end > feature.offset:
+            if start >= feature.offset + feature.length:
+                mm_idx += 1
+                continue
+            keys.append((feature.identifier, feature.offset - start))
+            if end >= feature.offset + feature.length:
+                mm_idx += 1
+            else:
+                break
+        else:
+            break
+    return keys, mm_idx
+
+
+def baseline_extra_keys(
+    request: Request, start: int, end: int, mm_idx: int
+) -> tuple[tuple[object, ...] | None, int]:
+    mm_keys, mm_idx = baseline_mm_keys(request, start, end, mm_idx)
+    lora_keys: list[object] = [request.lora_name] if request.lora_name else []
+    salt_keys: list[object] = [request.cache_salt] if start == 0 and request.cache_salt else []
+    keys = lora_keys + mm_keys + salt_keys
+    return (tuple(keys) if keys else None), mm_idx
+
+
+def baseline_hash_block(
+    hash_fn: Callable[[object], bytes],
+    parent: bytes,
+    block_tokens: Sequence[int],
+    extra: tuple[object, ...] | None,
+) -> bytes:
+    return hash_fn((parent, tuple(block_tokens), extra))
+
+
+def baseline_request_hasher(
+    request: Request, block_size: int, hash_fn: Callable[[object], bytes], none_hash: bytes
+) -> list[bytes]:
+    """BASELINE: the new full blocks' hashes, one block at a time (vLLM's loop)."""
+    start = len(request.block_hashes) * block_size
+    mm_idx = -1 if start > 0 else 0
+    parent = request.block_hashes[-1] if request.block_hashes else none_hash
+    out: list[bytes] = []
+    while start + block_size <= request.num_tokens:
+        end = start + block_size
+        extra, mm_idx = baseline_extra_keys(request, start, end, mm_idx)
+        block = request.all_token_ids[start:end]
+        parent = baseline_hash_block(hash_fn, parent, block, extra)
+        out.append(parent)
+        start = end
+    return out
+
+
+# --- kvpure: the same extra keys for every block, then hash_token_blocks -----------------
+
+
+def kvpure_extra_keys(
+    request: Request, block_size: int, first_block: int = 0
+) -> list[tuple[object, ...] | None]:
+    """Extra keys of blocks ``first_block..``: what the hashing package hands the hasher."""
+    num_blocks = request.num_tokens // block_size - first_block
+    lora: tuple[object, ...] = (request.lora_name,) if request.lora_name else ()
+    if not lora and not request.mm_features and not request.cache_salt:
+        return [None] * num_blocks
+    per_block: list[list[object]] = [[] for _ in range(num_blocks)]
+    for feature in request.mm_features:
+        first = max(feature.offset // block_size, first_block)
+        last = min(
+            (feature.offset + feature.length - 1) // block_size, first_block + num_blocks - 1
+        )
+        for index in range(first, last + 1):
+            per_block[index - first_block].append(
+                (feature.identifier, feature.offset - index * block_size)
+            )
+    out: list[tuple[object, ...] | None] = []
+    for index, mm_keys in enumerate(per_block):
+        salt = (request.cache_salt,) if index + first_block == 0 and request.cache_salt else ()
+        keys = (*lora, *mm_keys, *salt)
+        out.append(keys if keys else None)
+    return out
+
+
+def kvpure_request_hasher(
+    request: Request, block_size: int, algo: str, none_hash: bytes
+) -> list[bytes]:
+    first = len(request.block_hashes)
+    parent = request.block_hashes[-1] if request.block_hashes else none_hash
+    extras = kvpure_extra_keys(request, block_size, first)
+    tokens = request.all_token_ids[first * block_size :]
+    return hash_token_blocks(algo, parent, tokens, block_size, extras)
+
+
+# --- timing --------------------------------------------------------------------------------
+
+
+def best_seconds(fn: Callable[[], object], repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def make_request(num_tokens: int, with_extras: bool, seed: int) -> Request:
+    rng = random.Random(seed)
+    tokens = [rng.randrange(VOCAB) for _ in range(num_tokens)]
+    if not with_extras:
+        return Request(all_token_ids=tokens)
+    image_tokens = min(576, num_tokens // 4)
+    images = [
+        MMFeature(
+            identifier=hashlib.sha256(b"image-a").hexdigest(),
+            offset=num_tokens // 8,
+            length=image_tokens,
+        ),
+        MMFeature(
+            identifier=hashlib.sha256(b"image-b").hexdigest(),
+            offset=num_tokens // 2,
+            length=image_tokens,
+        ),
+    ]
+    return Request(
+        all_token_ids=tokens, lora_name="sql-lora", cache_salt="salt-1234", mm_features=images
+    )
+
+
+def floor_seconds(algo: str, payloads: list[bytes], repeats: int) -> float:
+    if algo.startswith("sha256"):
+        sha = hashlib.sha256
+        return best_seconds(lambda: [sha(p).digest() for p in payloads], repeats)
+    xxh = xxhash.xxh3_128_digest
+    return best_seconds(lambda: [xxh(p) for p in payloads], repeats)
+
+
+def payloads_of(
+    request: Request, block_size: int, algo: str, hashes: list[bytes], none_hash: bytes
+) -> list[bytes]:
+    serialise: Callable[[object], bytes] = (
+        (lambda o: cbor2.dumps(o, canonical=True))
+        if algo.endswith("_cbor")
+        else (lambda o: pickle.dumps(o, protocol=5))
+    )
+    extras = kvpure_extra_keys(request, block_size)
+    parents = [none_hash, *hashes[:-1]]
+    tokens = request.all_token_ids
+    return [
+        serialise((parent, tuple(tokens[i * block_size : (i + 1) * block_size]), extra))
+        for i, (parent, extra) in enumerate(zip(parents, extras, strict=True))
+    ]
+
+
+def main(quick: bool) -> None:
+    none_hash = hashlib.sha256(b"bench-none-hash").digest()
+    sizes = (1024, 32_768) if quick else (1024, 32_768, 131_072)
+    repeats = {1024: 30, 32_768: 5, 131_072: 2}
+    print(
+        f"{'algo':12} {'tokens':>7} {'bs':>4} {'extras':>6} | {'baseline':>9} "
+        f"{'kvpure':>8} {'floor':>7} us/block | {'kv/base':>7} {'kv/floor':>8}"
+    )
+    for with_extras in (False, True):
+        for num_tokens in sizes:
+            request = make_request(num_tokens, with_extras, seed=num_tokens)
+            for block_size in (16, 64, 256):
+                num_blocks = num_tokens // block_size
+                reps = repeats[num_tokens]
+                for algo in ALGOS:
+                    fn = BASELINE_HASH_FNS[algo]
+                    expected = baseline_request_hasher(request, block_size, fn, none_hash)
+                    got = kvpure_request_hasher(request, block_size, algo, none_hash)
+                    if got != expected:
+                        raise SystemExit(f"MISMATCH {algo} {num_tokens} {block_size}")
+                    base = best_seconds(
+                        partial(baseline_request_hasher, request, block_size, fn, none_hash), reps
+                    )
+                    fast = best_seconds(
+                        partial(kvpure_request_hasher, request, block_size, algo, none_hash), reps
+                    )
+                    payloads = payloads_of(request, block_size, algo, expected, none_hash)
+                    floor = floor_seconds(algo, payloads, reps)
+                    us = 1e6 / num_blocks
+                    print(
+                        f"{algo:12} {num_tokens:>7} {block_size:>4} "
+                        f"{'yes' if with_extras else 'no':>6} | {base * us:9.2f} "
+                        f"{fast * us:8.2f} {floor * us:7.2f}          | "
+                        f"{fast / base:7.3f} {fast / floor:8.2f}"
+                    )
+    print()
+    print("one-block extension (decode), 32,768 tokens already hashed, LoRA + salt + images:")
+    for block_size in (16, 256):
+        request = make_request(32_768 + block_size, True, seed=7)
+        for algo in ALGOS:
+            fn = BASELINE_HASH_FNS[algo]
+            done = baseline_request_hasher(request, block_size, fn, none_hash)
+            request.block_hashes = done[:-1]
+            if kvpure_request_hasher(request, block_size, algo, none_hash) != done[-1:]:
+                raise SystemExit(f"MISMATCH extension {algo}")
+            base = best_seconds(
+                partial(baseline_request_hasher, request, block_size, fn, none_hash), 2000
+            )
+            fast = best_seconds(
+                partial(kvpure_request_hasher, request, block_size, algo, none_hash), 2000
+            )
+            request.block_hashes = []
+            print(
+                f"  {algo:12} bs {block_size:>3}: baseline {base * 1e6:7.2f} us, "
+                f"kvpure {fast * 1e6:7.2f} us, kvpure/baseline {fast / base:5.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

@@ -1,0 +1,294 @@
+"""The fast prompt hasher against an independent oracle: cbor2 / pickle, block by block.
+
+The oracle is vLLM's method written out: for each block, ``(parent, tuple(tokens),
+extra)`` serialised by ``cbor2.dumps(canonical=True)`` or ``pickle.dumps(protocol=5)`` and
+hashed by hashlib.sha256 or xxhash.xxh3_128_digest, the digest becoming the next parent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Sequence
+
+import cbor2
+import pytest
+import xxhash
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvpure.errors import InvalidFieldError
+from kvpure.hashing.fast_prompt import (
+    HASH_ALGORITHMS,
+    _block_token_bytes,
+    block_payloads,
+    cbor_dumps,
+    hash_token_blocks,
+    reference_payload,
+)
+
+ALGOS = sorted(HASH_ALGORITHMS)
+
+
+def oracle_payload(algo: str, parent: bytes, tokens: Sequence[object], extra: object) -> bytes:
+    payload = (parent, tuple(tokens), extra)
+    if algo.endswith("_cbor"):
+        return bytes(cbor2.dumps(payload, canonical=True))
+    return pickle.dumps(payload, protocol=5)
+
+
+def oracle_digest(algo: str, data: bytes) -> bytes:
+    if algo.startswith("sha256"):
+        return hashlib.sha256(data).digest()
+    return xxhash.xxh3_128_digest(data)
+
+
+def oracle_chain(
+    algo: str, parent: bytes, tokens: Sequence[int], block_size: int, extras: Sequence[object]
+) -> list[bytes]:
+    out = []
+    for index, extra in enumerate(extras):
+        block = tokens[index * block_size : (index + 1) * block_size]
+        parent = oracle_digest(algo, oracle_payload(algo, parent, block, extra))
+        out.append(parent)
+    return out
+
+
+# --- strategies ----------------------------------------------------------------------------
+
+# Shared objects, so that one payload can hold the very same object twice (pickle then
+# writes a memo reference instead of a second copy).
+SHARED: list[object] = ["sql-lora", b"\x07" * 32, "salt-1", ("img-a", 0), "x" * 300]
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.text(max_size=12),
+    st.binary(max_size=40),
+    st.sampled_from(SHARED),
+)
+extra_values = st.recursive(
+    scalars,
+    lambda inner: st.tuples(inner, inner) | st.lists(inner, max_size=3).map(tuple),
+    max_leaves=6,
+)
+extra_keys_of_block = st.one_of(st.none(), st.lists(extra_values, max_size=4).map(tuple))
+
+small_ids = st.integers(min_value=0, max_value=300)
+vocab_ids = st.integers(min_value=0, max_value=262_143)
+any_ids = st.one_of(st.integers(), st.integers(min_value=-(2**33), max_value=2**33))
+token_lists = st.one_of(
+    st.lists(vocab_ids, max_size=160),
+    st.lists(small_ids, max_size=80),
+    st.lists(st.one_of(vocab_ids, any_ids), max_size=80),
+    st.lists(any_ids, max_size=40),
+)
+parents = st.one_of(
+    st.binary(min_size=32, max_size=32),
+    st.binary(min_size=16, max_size=16),
+    st.binary(max_size=300),
+)
+
+
+@st.composite
+def prompts(draw: st.DrawFn) -> tuple[bytes, list[int], int, list[tuple[object, ...] | None]]:
+    tokens = draw(token_lists)
+    block_size = draw(st.one_of(st.integers(1, 5), st.integers(1, 40), st.sampled_from([16, 64])))
+    num_blocks = draw(st.integers(0, len(tokens) // block_size))
+    extras = draw(st.lists(extra_keys_of_block, min_size=num_blocks, max_size=num_blocks))
+    return draw(parents), tokens, block_size, extras
+
+
+# --- properties ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@given(case=prompts())
+def test_hash_token_blocks_equals_per_block_oracle(
+    algo: str, case: tuple[bytes, list[int], int, list[tuple[object, ...] | None]]
+) -> None:
+    parent, tokens, block_size, extras = case
+    expected = oracle_chain(algo, parent, tokens, block_size, extras)
+    assert hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@given(case=prompts(), data=st.data())
+def test_block_payloads_are_the_oracle_bytes(
+    algo: str,
+    case: tuple[bytes, list[int], int, list[tuple[object, ...] | None]],
+    data: st.DataObject,
+) -> None:
+    _, tokens, block_size, extras = case
+    block_parents = data.draw(st.lists(parents, min_size=len(extras), max_size=len(extras)))
+    got = block_payloads(algo, block_parents, tokens, block_size, extras)
+    expected = [
+        oracle_payload(algo, p, tokens[i * block_size : (i + 1) * block_size], e)
+        for i, (p, e) in enumerate(zip(block_parents, extras, strict=True))
+    ]
+    assert got == expected
+
+
+@given(obj=extra_values)
+def test_cbor_dumps_equals_cbor2_canonical(obj: object) -> None:
+    assert cbor_dumps(obj) == cbor2.dumps(obj, canonical=True)
+
+
+@given(
+    tokens=st.lists(st.one_of(st.integers(), st.booleans()), max_size=20), extra=extra_keys_of_block
+)
+@pytest.mark.parametrize("algo", ALGOS)
+def test_reference_payload_equals_oracle(
+    algo: str, tokens: list[int], extra: tuple[object, ...] | None
+) -> None:
+    parent = b"\x01" * 32
+    assert reference_payload(algo, parent, tokens, extra) == oracle_payload(
+        algo, parent, tokens, extra
+    )
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@given(tokens=st.lists(vocab_ids, min_size=48, max_size=48), extra=extra_keys_of_block)
+def test_prompt_at_once_equals_block_by_block(
+    algo: str, tokens: list[int], extra: tuple[object, ...] | None
+) -> None:
+    extras = [extra, None, extra]
+    parent = hashlib.sha256(b"none").digest()
+    whole = hash_token_blocks(algo, parent, tokens, 16, extras)
+    stepwise: list[bytes] = []
+    for index, key in enumerate(extras):
+        previous = stepwise[-1] if stepwise else parent
+        block = tokens[index * 16 : (index + 1) * 16]
+        stepwise += hash_token_blocks(algo, previous, block, 16, [key])
+    assert whole == stepwise
+
+
+# --- corners -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_parent_object_inside_the_extra_keys(algo: str) -> None:
+    parent = hashlib.sha256(b"p").digest()
+    tokens = list(range(1000, 1064))
+    extras: list[tuple[object, ...] | None] = [(parent, "a"), (parent,), None, ("a", "a")]
+    assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
+        algo, parent, tokens, 16, extras
+    )
+    payloads = block_payloads(algo, [parent] * 4, tokens, 16, extras)
+    assert payloads == [
+        oracle_payload(algo, parent, tokens[i * 16 : (i + 1) * 16], e) for i, e in enumerate(extras)
+    ]
+    if not algo.endswith("_cbor"):
+        assert b"h\x00" in payloads[0]  # BINGET 0: pickle referenced the parent
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_token_tuple_object_inside_the_extra_keys(algo: str) -> None:
+    tokens = tuple(range(70_000, 70_016))
+    extras: list[tuple[object, ...] | None] = [(tokens,)]
+    parent = b"\x00" * 32
+    assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
+        algo, parent, tokens, 16, extras
+    )
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_bool_tokens_hash_as_bools(algo: str) -> None:
+    tokens = [1, True, 0, False] * 8
+    parent = b"\x02" * 32
+    got = hash_token_blocks(algo, parent, tokens, 4, [None] * 8)
+    assert got == oracle_chain(algo, parent, tokens, 4, [None] * 8)
+    assert got != hash_token_blocks(algo, parent, [1, 1, 0, 0] * 8, 4, [None] * 8)
+
+
+@pytest.mark.parametrize("algo", ["sha256", "xxhash"])
+def test_pickles_larger_than_one_frame(algo: str) -> None:
+    tokens = list(range(2**20, 2**20 + 40_000))  # 5 bytes each: 200 kB per block, 3 frames
+    extras = [None, ("big", b"\x09" * 70_000)]
+    parent = b"\x03" * 32
+    assert hash_token_blocks(algo, parent, tokens, 20_000, extras) == oracle_chain(
+        algo, parent, tokens, 20_000, extras
+    )
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_no_blocks_and_extra_tokens(algo: str) -> None:
+    assert hash_token_blocks(algo, b"p", [1, 2, 3], 16, []) == []
+    tokens = list(range(40))  # 2 full blocks used, 8 tokens left over
+    assert hash_token_blocks(algo, b"p", tokens, 16, [None, None]) == oracle_chain(
+        algo, b"p", tokens, 16, [None, None]
+    )
+
+
+def test_errors_name_the_field() -> None:
+    with pytest.raises(InvalidFieldError) as unknown:
+        hash_token_blocks("md5", b"p", [1], 1, [None])
+    assert unknown.value.field == "algo_name"
+    with pytest.raises(InvalidFieldError) as zero:
+        hash_token_blocks("sha256", b"p", [1], 0, [None])
+    assert zero.value.field == "block_size"
+    with pytest.raises(InvalidFieldError) as short:
+        hash_token_blocks("sha256", b"p", [1, 2, 3], 2, [None, None])
+    assert short.value.field == "token_ids"
+    assert "2 blocks of 2 tokens need 4 token ids" in str(short.value)
+    with pytest.raises(InvalidFieldError) as parents_count:
+        block_payloads("sha256", [b"p"], [1, 2], 1, [None, None])
+    assert parents_count.value.field == "parents"
+
+
+def test_cbor_rejects_what_it_cannot_encode() -> None:
+    with pytest.raises(InvalidFieldError) as err:
+        hash_token_blocks("sha256_cbor", b"p", list(range(32)), 16, [(frozenset({1}),), None])
+    assert err.value.field == "extra_keys"
+    assert "frozenset" in str(err.value)
+    # pickle serialises any picklable object, exactly as vLLM would
+    extras = [(frozenset({1}),), None]
+    assert hash_token_blocks("sha256", b"p", list(range(32)), 16, extras) == oracle_chain(
+        "sha256", b"p", list(range(32)), 16, extras
+    )
+
+
+@given(
+    tokens=st.lists(st.integers(min_value=0, max_value=2**32 - 1), min_size=1, max_size=120),
+    block_size=st.integers(1, 24),
+)
+def test_cbor_token_encoder_matches_cbor2_item_by_item(tokens: list[int], block_size: int) -> None:
+    tokens = tokens[: len(tokens) // block_size * block_size]
+    got = _block_token_bytes(True, tokens, block_size)
+    if not tokens:
+        assert got is None
+        return
+    assert got == [
+        b"".join(cbor2.dumps(t) for t in tokens[i : i + block_size])
+        for i in range(0, len(tokens), block_size)
+    ]
+
+
+@given(
+    tokens=st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), min_size=1, max_size=120),
+    block_size=st.integers(1, 24),
+)
+def test_pickle_token_encoder_matches_pickle_item_by_item(
+    tokens: list[int], block_size: int
+) -> None:
+    tokens = tokens[: len(tokens) // block_size * block_size]
+    got = _block_token_bytes(False, tokens, block_size)
+    if not tokens:
+        assert got is None
+        return
+    # pickle.dumps((t,), 5) is PROTO, FRAME(8), the item, TUPLE1, MEMOIZE, STOP
+    assert got == [
+        b"".join(pickle.dumps((t,), protocol=5)[11:-3] for t in tokens[i : i + block_size])
+        for i in range(0, len(tokens), block_size)
+    ]
+
+
+@pytest.mark.parametrize("cbor", [True, False])
+def test_token_encoder_leaves_out_of_range_ids_to_the_reference(cbor: bool) -> None:
+    assert _block_token_bytes(cbor, [1, 2**40], 1) is None
+    assert _block_token_bytes(cbor, [1, True], 1) is None
+    assert _block_token_bytes(True, [1, -1], 1) is None
+    assert _block_token_bytes(False, [1, -1], 1) == [b"K\x01", b"J\xff\xff\xff\xff"]
