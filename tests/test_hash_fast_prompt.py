@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.fast_encoding import encode_token_blocks
 from kvpure.hashing.fast_prompt import (
     HASH_ALGORITHMS,
-    _block_token_bytes,
     block_payloads,
     cbor_dumps,
     hash_token_blocks,
@@ -116,6 +116,26 @@ def test_hash_token_blocks_equals_per_block_oracle(
 
 
 @pytest.mark.parametrize("algo", ALGOS)
+@given(
+    tokens=st.one_of(
+        st.lists(vocab_ids, min_size=49, max_size=400),
+        st.lists(st.integers(-(2**31), 2**31 - 1), min_size=49, max_size=200),
+        st.lists(st.one_of(vocab_ids, any_ids), min_size=49, max_size=200),
+    ),
+    block_size=st.integers(1, 40),
+    data=st.data(),
+)
+def test_long_prompts_equal_the_oracle(
+    algo: str, tokens: list[int], block_size: int, data: st.DataObject
+) -> None:
+    num_blocks = len(tokens) // block_size
+    extras = data.draw(st.lists(extra_keys_of_block, min_size=num_blocks, max_size=num_blocks))
+    parent = data.draw(parents)
+    expected = oracle_chain(algo, parent, tokens, block_size, extras)
+    assert hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
+
+
+@pytest.mark.parametrize("algo", ALGOS)
 @given(case=prompts(), data=st.data())
 def test_block_payloads_are_the_oracle_bytes(
     algo: str,
@@ -151,11 +171,11 @@ def test_reference_payload_equals_oracle(
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-@given(tokens=st.lists(vocab_ids, min_size=48, max_size=48), extra=extra_keys_of_block)
+@given(tokens=st.lists(vocab_ids, min_size=64, max_size=64), extra=extra_keys_of_block)
 def test_prompt_at_once_equals_block_by_block(
     algo: str, tokens: list[int], extra: tuple[object, ...] | None
 ) -> None:
-    extras = [extra, None, extra]
+    extras = [extra, None, extra, None]
     parent = hashlib.sha256(b"none").digest()
     whole = hash_token_blocks(algo, parent, tokens, 16, extras)
     stepwise: list[bytes] = []
@@ -257,7 +277,7 @@ def test_cbor_rejects_what_it_cannot_encode() -> None:
 )
 def test_cbor_token_encoder_matches_cbor2_item_by_item(tokens: list[int], block_size: int) -> None:
     tokens = tokens[: len(tokens) // block_size * block_size]
-    got = _block_token_bytes(True, tokens, block_size)
+    got = encode_token_blocks(tokens, block_size)
     if not tokens:
         assert got is None
         return
@@ -267,28 +287,14 @@ def test_cbor_token_encoder_matches_cbor2_item_by_item(tokens: list[int], block_
     ]
 
 
-@given(
-    tokens=st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), min_size=1, max_size=120),
-    block_size=st.integers(1, 24),
-)
-def test_pickle_token_encoder_matches_pickle_item_by_item(
-    tokens: list[int], block_size: int
-) -> None:
-    tokens = tokens[: len(tokens) // block_size * block_size]
-    got = _block_token_bytes(False, tokens, block_size)
-    if not tokens:
-        assert got is None
-        return
-    # pickle.dumps((t,), 5) is PROTO, FRAME(8), the item, TUPLE1, MEMOIZE, STOP
-    assert got == [
-        b"".join(pickle.dumps((t,), protocol=5)[11:-3] for t in tokens[i : i + block_size])
-        for i in range(0, len(tokens), block_size)
+def test_token_encoder_leaves_out_of_range_ids_to_the_reference() -> None:
+    assert encode_token_blocks([1, 2**32], 1) is None
+    assert encode_token_blocks([1, True], 1) is None
+    assert encode_token_blocks([1, -1], 1) is None
+    assert encode_token_blocks([], 1) is None
+    assert encode_token_blocks([0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1], 2) == [
+        b"\x00\x17",
+        b"\x18\x18\x18\xff",
+        b"\x19\x01\x00\x19\xff\xff",
+        b"\x1a\x00\x01\x00\x00\x1a\xff\xff\xff\xff",
     ]
-
-
-@pytest.mark.parametrize("cbor", [True, False])
-def test_token_encoder_leaves_out_of_range_ids_to_the_reference(cbor: bool) -> None:
-    assert _block_token_bytes(cbor, [1, 2**40], 1) is None
-    assert _block_token_bytes(cbor, [1, True], 1) is None
-    assert _block_token_bytes(True, [1, -1], 1) is None
-    assert _block_token_bytes(False, [1, -1], 1) == [b"K\x01", b"J\xff\xff\xff\xff"]

@@ -19,18 +19,23 @@ than one frame) goes to the reference serialisation (``pickle.dumps`` or
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import math
 import pickle
-import struct
-import sys
-from array import array
 from collections.abc import Callable, Sequence
 from itertools import repeat
+from operator import itemgetter
 
 import xxhash
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.fast_encoding import (
+    cbor_dumps,
+    cbor_head,
+    cbor_memo,
+    cbor_token_run,
+    encode_token_blocks,
+)
 
 __all__ = [
     "HASH_ALGORITHMS",
@@ -50,167 +55,11 @@ HASH_ALGORITHMS: dict[str, bool] = {
 
 _DIGEST_BYTES = {"sha256": 32, "sha256_cbor": 32, "xxhash": 16, "xxhash_cbor": 16}
 _INT_ONLY = frozenset({int})
+_PICKLE_DUMPS = functools.partial(pickle.dumps, protocol=5)
+_CUT_HEADER_AND_STOP = itemgetter(slice(11, -1))
+_FEW_TOKENS = 48  # up to this many tokens, one by one beats the whole-prompt encoder
 _PICKLE_MAX_BODY = 65_000  # the C pickler opens a second frame at 64 KiB
 _PICKLE_PLAIN = (str, bytes, int, float, bool, type(None))
-
-# ---------------------------------------------------------------------------
-# Canonical CBOR (the reference encoder for the *_cbor algorithms)
-# ---------------------------------------------------------------------------
-
-
-def _cbor_head(major: int, value: int) -> bytes:
-    """The shortest CBOR head of ``major`` type carrying ``value`` (0 <= value < 2**64)."""
-    tag = major << 5
-    if value < 24:
-        return bytes((tag | value,))
-    if value < 0x100:
-        return bytes((tag | 24, value))
-    if value < 0x10000:
-        return bytes((tag | 25,)) + value.to_bytes(2, "big")
-    if value < 0x100000000:
-        return bytes((tag | 26,)) + value.to_bytes(4, "big")
-    return bytes((tag | 27,)) + value.to_bytes(8, "big")
-
-
-def _cbor_float(value: float) -> bytes:
-    if math.isnan(value):
-        return b"\xf9\x7e\x00"
-    for fmt, lead in ((">e", b"\xf9"), (">f", b"\xfa")):
-        try:
-            packed = struct.pack(fmt, value)
-        except OverflowError:
-            continue
-        if struct.unpack(fmt, packed)[0] == value:
-            return lead + packed
-    return b"\xfb" + struct.pack(">d", value)
-
-
-def cbor_dumps(obj: object) -> bytes:
-    """Encode ``obj`` as ``cbor2.dumps(obj, canonical=True)`` does.
-
-    Supports None, bool, int (bignums included), float, bytes, bytearray, str, tuple and
-    list: every kind of value vLLM puts in a block-hash payload. Raises
-    :class:`~kvpure.errors.InvalidFieldError` for anything else.
-    """
-    if obj is None:
-        return b"\xf6"
-    if type(obj) is bool:
-        return b"\xf5" if obj else b"\xf4"
-    if type(obj) is int:
-        if 0 <= obj < 1 << 64:
-            return _cbor_head(0, obj)
-        if -(1 << 64) <= obj < 0:
-            return _cbor_head(1, -1 - obj)
-        lead, magnitude = (b"\xc2", obj) if obj > 0 else (b"\xc3", -1 - obj)
-        digits = magnitude.to_bytes((magnitude.bit_length() + 7) // 8, "big")
-        return lead + _cbor_head(2, len(digits)) + digits
-    if type(obj) is bytes or type(obj) is bytearray:
-        return _cbor_head(2, len(obj)) + obj
-    if type(obj) is str:
-        text = obj.encode("utf-8")
-        return _cbor_head(3, len(text)) + text
-    if type(obj) is tuple or type(obj) is list:
-        return _cbor_head(4, len(obj)) + b"".join([cbor_dumps(item) for item in obj])
-    if type(obj) is float:
-        return _cbor_float(obj)
-    raise InvalidFieldError(
-        field="extra_keys",
-        value=obj,
-        reason=f"a CBOR block-hash payload can hold None, bool, int, float, bytes, str, "
-        f"tuple or list, not {type(obj).__name__}",
-    )
-
-
-def _cbor_memo(obj: object, memo: dict[int, bytes]) -> bytes:
-    """:func:`cbor_dumps`, remembering each object's encoding by identity (for one call)."""
-    encoded = memo.get(id(obj))
-    if encoded is None:
-        if type(obj) is tuple or type(obj) is list:
-            items: Sequence[object] = obj
-            encoded = _cbor_head(4, len(items)) + b"".join([_cbor_memo(i, memo) for i in items])
-        else:
-            encoded = cbor_dumps(obj)
-        memo[id(obj)] = encoded
-    return encoded
-
-
-# ---------------------------------------------------------------------------
-# Token encodings for a whole prompt, in a handful of C-level passes.
-#
-# The ids become 4-byte ints (``array``: this also rejects ids out of range), cut into four
-# byte planes. A per-token class flag (0: < 24, 1: one byte, 3: two, 7: four) is the OR of
-# translated planes (bitwise OR of the planes read as big ints). Each token then becomes six
-# 16-bit lanes: opcode or CBOR head byte, four value bytes, separator. Lanes that the
-# encoding leaves out hold U+0100; the separator lane of a block's last token holds U+0101.
-# Decoding as UTF-16, splitting at U+0101 and encoding each piece as latin-1 while ignoring
-# what latin-1 cannot hold (U+0100) leaves each block's token bytes.
-# ---------------------------------------------------------------------------
-
-
-def _translation(fn: Callable[[int], int]) -> bytes:
-    return bytes(fn(value) for value in range(256))
-
-
-_ALL_ONE = _translation(lambda b: 1)
-_AT_LEAST_24 = _translation(lambda b: 1 if b >= 24 else 0)
-_NONZERO_3 = _translation(lambda b: 3 if b else 0)
-_NONZERO_7 = _translation(lambda b: 7 if b else 0)
-_CBOR_LEAD = _translation(lambda f: {1: 0x18, 3: 0x19, 7: 0x1A}.get(f, 0))
-_PICKLE_OPCODE = _translation(lambda f: {1: 0x4B, 3: 0x4D, 7: 0x4A}.get(f, 0))  # K, M, J
-_DROP_IF_0 = _translation(lambda f: 1 if f == 0 else 0)
-_DROP_IF_1 = _translation(lambda f: 1 if f <= 1 else 0)
-_DROP_UNLESS_7 = _translation(lambda f: 0 if f == 7 else 1)
-
-
-def _bitwise_or(planes: Sequence[bytes]) -> bytes:
-    total = 0
-    for plane in planes:
-        total |= int.from_bytes(plane, "little")
-    return total.to_bytes(len(planes[0]), "little")
-
-
-def _block_token_bytes(cbor: bool, token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
-    """Each block's token encodings (CBOR array items / pickle tuple items), or None.
-
-    None when a token is not a plain int or is out of the 4-byte range (CBOR: 0 <= id <
-    2**32; pickle: BININT's -2**31 <= id < 2**31): the caller then uses the reference.
-    """
-    count = len(token_ids)
-    if count == 0 or set(map(type, token_ids)) != _INT_ONLY:
-        return None
-    try:
-        words = array("I" if cbor else "i", token_ids)
-    except OverflowError:
-        return None
-    if words.itemsize != 4:  # pragma: no cover - every supported platform has 4-byte C ints
-        return None
-    if sys.byteorder != "little":  # pragma: no cover
-        words.byteswap()
-    raw = words.tobytes()
-    b0, b1, b2, b3 = raw[0::4], raw[1::4], raw[2::4], raw[3::4]
-    low = b0.translate(_AT_LEAST_24 if cbor else _ALL_ONE)
-    flags = _bitwise_or(
-        (low, b1.translate(_NONZERO_3), b2.translate(_NONZERO_7), b3.translate(_NONZERO_7))
-    )
-    lanes = bytearray(12 * count)
-    value_lanes: tuple[tuple[bytes, bytes | None], ...]
-    if cbor:  # head byte, then the value big-endian
-        lanes[0::12] = flags.translate(_CBOR_LEAD)
-        lanes[1::12] = flags.translate(_DROP_IF_0)
-        value_lanes = ((b3, _DROP_UNLESS_7), (b2, _DROP_UNLESS_7), (b1, _DROP_IF_1), (b0, None))
-    else:  # opcode, then the value little-endian
-        lanes[0::12] = flags.translate(_PICKLE_OPCODE)
-        value_lanes = ((b0, None), (b1, _DROP_IF_1), (b2, _DROP_UNLESS_7), (b3, _DROP_UNLESS_7))
-    for lane, (plane, drop) in enumerate(value_lanes, start=1):
-        lanes[2 * lane :: 12] = plane
-        if drop is not None:
-            lanes[2 * lane + 1 :: 12] = flags.translate(drop)
-    lanes[10::12] = (bytes(block_size - 1) + b"\x01") * (count // block_size)
-    lanes[11::12] = b"\x01" * count
-    blocks = lanes.decode("utf-16-le").split("\u0101")
-    blocks.pop()  # the empty text after the last separator
-    return list(map(str.encode, blocks, repeat("latin-1"), repeat("ignore")))
-
 
 # ---------------------------------------------------------------------------
 # Payload tails: everything of block i's payload that follows the parent digest
@@ -221,7 +70,7 @@ def _cbor_tails(
     token_ids: Sequence[int], block_size: int, extras: tuple[object, ...]
 ) -> list[bytes] | None:
     """Per block: array head, token encodings, extra keys (the payload after the parent)."""
-    token_parts = _block_token_bytes(True, token_ids, block_size)
+    token_parts = encode_token_blocks(token_ids, block_size)
     if token_parts is None:
         return None
     memo: dict[int, bytes] = {}
@@ -234,11 +83,11 @@ def _cbor_tails(
             key = tuple(map(id, extra))
             part = by_items.get(key)
             if part is None:
-                part = by_items[key] = _cbor_memo(extra, memo)
+                part = by_items[key] = cbor_memo(extra, memo)
             extra_parts.append(part)
         else:
             extra_parts.append(cbor_dumps(extra))
-    grouped = zip(repeat(_cbor_head(4, block_size)), token_parts, extra_parts)
+    grouped = zip(repeat(cbor_head(4, block_size)), token_parts, extra_parts)
     return list(map(b"".join, grouped))
 
 
@@ -256,30 +105,31 @@ def _pickle_extra_segment(
 def _pickle_tails(
     token_ids: Sequence[int], block_size: int, extras: tuple[object, ...]
 ) -> list[bytes] | None:
-    """Per block: MEMOIZE of the parent, the token tuple, the extra keys, TUPLE3, STOP."""
-    token_parts = _block_token_bytes(False, token_ids, block_size)
-    if token_parts is None:
+    """Per block: MEMOIZE of the parent, the token tuple, the extra keys, TUPLE3, STOP.
+
+    The token tuples are pickled by the C pickler (all blocks in one ``map``); ints are
+    never memoized, so each block's tuple opcodes are the same as inside the payload.
+    """
+    if not token_ids or set(map(type, token_ids)) != _INT_ONLY:
         return None
-    if block_size >= 4:
-        opening, closing = b"\x94(", b"t\x94"
-    else:
-        opening, closing = b"\x94", bytes((0x84 + block_size,)) + b"\x94"
+    block_tuples = zip(*[iter(token_ids)] * block_size, strict=False)  # exactly full blocks
+    # PROTO, FRAME and STOP cut off; what is left is MARK, items, TUPLE, MEMOIZE (or items,
+    # TUPLE1/2/3, MEMOIZE for blocks of up to 3 tokens)
+    token_parts = map(_CUT_HEADER_AND_STOP, map(_PICKLE_DUMPS, block_tuples))
     probe = (bytes(bytearray(b"kv")), tuple([0]))  # fresh objects: nothing in extras is them
     without = len(pickle.dumps((*probe, None), protocol=5)) - 4
     by_items: dict[object, bytes] = {}
     extra_parts: list[bytes] = []
     for extra in extras:
         if extra is None:
-            extra_parts.append(closing + b"N\x87\x94.")
+            extra_parts.append(b"N\x87\x94.")
             continue
         key: object = tuple(map(id, extra)) if type(extra) is tuple else id(extra)
         part = by_items.get(key)
         if part is None:
-            segment = _pickle_extra_segment(extra, without, probe)
-            part = by_items[key] = closing + segment + b"\x87\x94."
+            part = by_items[key] = _pickle_extra_segment(extra, without, probe) + b"\x87\x94."
         extra_parts.append(part)
-    grouped = zip(repeat(opening), token_parts, extra_parts)
-    tails = list(map(b"".join, grouped))
+    tails = list(map(b"".join, zip(repeat(b"\x94"), token_parts, extra_parts)))
     if max(map(len, tails)) > _PICKLE_MAX_BODY:
         return None
     return tails
@@ -311,7 +161,7 @@ def _fast_head_ok(cbor: bool, parent: bytes, extra: object, forbidden: frozenset
 
 def _head(cbor: bool, parent_bytes: int, tail_bytes: int) -> bytes:
     if cbor:
-        return b"\x83" + _cbor_head(2, parent_bytes)
+        return b"\x83" + cbor_head(2, parent_bytes)
     return _pickle_head(parent_bytes, tail_bytes)
 
 
@@ -423,12 +273,14 @@ def hash_token_blocks(
     """
     cbor = _check_algo(algo_name)
     extras = tuple(extra_keys)
-    _check_sizes(token_ids, block_size, len(extras))
+    num_tokens = _check_sizes(token_ids, block_size, len(extras))
     if not extras:
         return []
-    tails = _tails(cbor, token_ids, block_size, extras) if len(extras) > 1 or cbor else None
+    if num_tokens <= _FEW_TOKENS:  # decoding: one block at a time, no whole-prompt setup
+        return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extras)
+    tails = _tails(cbor, token_ids, block_size, extras)
     if tails is None:
-        return _reference_chain(algo_name, parent, token_ids, block_size, extras)
+        return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extras)
     digest = _digest_fn(algo_name)
     whole = frozenset({id(token_ids), id(parent)}) if len(extras) == 1 else frozenset({id(parent)})
     if _fast_head_ok(cbor, parent, extras[0], whole):
@@ -447,7 +299,7 @@ def _chain(algo_name: str, cbor: bool, first: bytes, tails: list[bytes]) -> list
     rest = iter(tails)
     next(rest)
     if cbor:
-        prefix = b"\x83" + _cbor_head(2, size)
+        prefix = b"\x83" + cbor_head(2, size)
         if algo_name == "sha256_cbor":
             sha256 = hashlib.sha256
             for tail in rest:
@@ -475,19 +327,27 @@ def _chain(algo_name: str, cbor: bool, first: bytes, tails: list[bytes]) -> list
     return out
 
 
-def _reference_chain(
+def _hash_one_by_one(
     algo_name: str,
+    cbor: bool,
     parent: bytes,
     token_ids: Sequence[int],
     block_size: int,
     extras: tuple[object, ...],
 ) -> list[bytes]:
-    """The per-block method: serialise each payload with the reference encoder, hash."""
+    """Block by block: pickle.dumps (in C) per payload, or CBOR with the tokens one by one."""
     digest = _digest_fn(algo_name)
+    array_head = cbor_head(4, block_size)
     out = []
     for index, extra in enumerate(extras):
         start = index * block_size
         block = token_ids[start : start + block_size]
-        parent = digest(reference_payload(algo_name, parent, block, extra))
+        run = cbor_token_run(block) if cbor and type(parent) is bytes else None
+        if run is None:
+            payload = reference_payload(algo_name, parent, block, extra)
+        else:
+            payload = b"\x83" + cbor_head(2, len(parent)) + parent + array_head + run
+            payload += cbor_dumps(extra)
+        parent = digest(payload)
         out.append(parent)
     return out
