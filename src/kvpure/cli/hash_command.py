@@ -82,6 +82,6 @@ def run(args: argparse.Namespace) -> int:
         event = maybe_convert_block_hash(block_hash)
         event_int = event.hex() if isinstance(event, bytes) else str(event)
         print(
-            f"block {index:>4}  tokens {first}-{last}  {block_hash.hex()}  (event id {event_int})"
+            f"block {index:>4}  tokens {first:>6}-{last:<6} {block_hash.hex()}  event {event_int}"
         )
     return 0
