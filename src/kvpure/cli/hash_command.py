@@ -6,6 +6,12 @@ PYTHONHASHSEED applies, which for ``vllm-0.33`` with sha256 or sha256_cbor is
 the fixed seed ``"vllm-none-hash"``; where that rule is a random NONE_HASH
 (every algorithm of ``vllm-0.26``, xxhash* of ``vllm-0.33``) the command stops
 with exit code 2 unless ``--random-none-hash`` asks for one.
+
+Strings read from the file are distinct objects, as in a vLLM request built
+from the same JSON; ``--share-equal-strings`` makes equal strings one object
+(pickle writes a repeated object as a back-reference, so the sha256 and
+xxhash algorithms then give the hashes of a vLLM request that was handed one
+Python string in two places).
 """
 
 from __future__ import annotations
@@ -49,13 +55,19 @@ def register(sub: Any) -> None:
         action="store_true",
         help="allow a random NONE_HASH where the profile's no-seed rule is random",
     )
+    parser.add_argument(
+        "--share-equal-strings",
+        action="store_true",
+        help="treat equal strings of the request as one object (pickle algorithms only "
+        "notice; as when vLLM was given one Python string twice)",
+    )
     parser.add_argument("--json", action="store_true", help='print {"block_hashes": [hex, ...]}')
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     data = json.loads(Path(args.request).read_text(encoding="utf-8"))
-    case = hash_case_from_json(data)
+    case = hash_case_from_json(data, share_equal_strings=args.share_equal_strings)
     scheme = HashScheme.from_seed(
         algorithm=args.algo,
         block_size=case.block_size,

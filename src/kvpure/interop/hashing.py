@@ -14,6 +14,12 @@ Fields (all but ``block_size`` and one of ``prompt_token_ids`` /
 - ``appended_output_tokens``: output steps appended after the prompt, each a
   list of ints (or one int).
 
+Strings read from JSON are distinct objects, so pickle writes each of them out
+(see :mod:`kvpure.hashing.functions`), as vLLM does for a request built from
+the same JSON. ``share_equal_strings=True`` makes equal strings one (interned)
+object instead, as when a Python caller gave vLLM the same literal twice, for
+example one name as LoRA name and cache salt.
+
 Anything malformed raises :class:`~kvpure.errors.InvalidFieldError` naming the
 field. Other keys (the goldens' expected outputs) are ignored.
 """
@@ -23,8 +29,9 @@ from __future__ import annotations
 import math
 import re
 import struct
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvpure.errors import InvalidFieldError
 from kvpure.hashing.request import HashRequest, MultiModalFeature, PromptEmbeds
@@ -197,7 +204,23 @@ def _appended(value: object) -> tuple[tuple[int, ...], ...]:
     return tuple(steps)
 
 
-def hash_request_from_json(data: object) -> HashRequest:
+def _share_equal_strings(request: HashRequest) -> HashRequest:
+    def shared(text: str | None) -> str | None:
+        return None if text is None else sys.intern(text)
+
+    return replace(
+        request,
+        lora_name=shared(request.lora_name),
+        lora_path=sys.intern(request.lora_path),
+        cache_salt=shared(request.cache_salt),
+        mm_features=tuple(
+            replace(feature, identifier=sys.intern(feature.identifier))
+            for feature in request.mm_features
+        ),
+    )
+
+
+def hash_request_from_json(data: object, *, share_equal_strings: bool = False) -> HashRequest:
     """The request part of a request object (see the module docstring)."""
     if not isinstance(data, dict):
         raise InvalidFieldError(
@@ -206,7 +229,7 @@ def hash_request_from_json(data: object) -> HashRequest:
     tokens_value = data.get("prompt_token_ids")
     tokens = None if tokens_value is None else _int_list(tokens_value, "prompt_token_ids")
     lora_path = _optional_str(data.get("lora_path"), "lora_path")
-    return HashRequest(
+    request = HashRequest(
         prompt_token_ids=tokens,
         lora_name=_optional_str(data.get("lora_name"), "lora_name"),
         lora_path="" if lora_path is None else lora_path,
@@ -214,9 +237,10 @@ def hash_request_from_json(data: object) -> HashRequest:
         mm_features=_mm_features(data.get("mm_features")),
         prompt_embeds=_prompt_embeds(data.get("prompt_embeds")),
     )
+    return _share_equal_strings(request) if share_equal_strings else request
 
 
-def hash_case_from_json(data: object) -> HashRequestCase:
+def hash_case_from_json(data: object, *, share_equal_strings: bool = False) -> HashRequestCase:
     """A whole request file: request, ``block_size`` and ``appended_output_tokens``."""
     if not isinstance(data, dict):
         raise InvalidFieldError(
@@ -225,7 +249,7 @@ def hash_case_from_json(data: object) -> HashRequestCase:
     if "block_size" not in data:
         raise InvalidFieldError(field="block_size", value=None, reason="is required")
     return HashRequestCase(
-        request=hash_request_from_json(data),
+        request=hash_request_from_json(data, share_equal_strings=share_equal_strings),
         block_size=_int(data["block_size"], "block_size", minimum=1),
         appended_output_tokens=_appended(data.get("appended_output_tokens")),
     )
