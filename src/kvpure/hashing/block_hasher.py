@@ -1,0 +1,193 @@
+"""Chained block hashes of a request, and their extension as tokens are appended.
+
+Block ``i`` covers tokens ``[i*B, (i+1)*B)`` of the request (``B`` the scheme's
+block size) and its hash is ``hash_fn((parent, tuple(tokens), extra_keys))``
+where ``parent`` is the previous block's hash, or NONE_HASH for block 0. Only
+full blocks are hashed. Hashing a prompt and extending step by step share one
+path: work out the extra keys of every new full block
+(:func:`~kvpure.hashing.extra_keys.extra_keys_for_blocks`), then chain-hash
+the token blocks with a :data:`TokenBlockChainHasher`. :func:`hash_token_blocks`
+is the reference chain hasher; a faster one with the same signature can be
+passed as ``chain_hasher``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pyrsistent import PVector, pvector
+
+from kvpure.errors import InvalidFieldError
+from kvpure.hashing.extra_keys import ExtraKeys, extra_keys_for_blocks
+from kvpure.hashing.functions import HashFunction, get_hash_fn_by_name
+from kvpure.hashing.request import HashRequest
+from kvpure.hashing.scheme import HashScheme
+from kvpure.hashing.types import BlockHash
+
+
+@runtime_checkable
+class TokenBlockChainHasher(Protocol):
+    """Chain-hashes consecutive full token blocks (the signature of :func:`hash_token_blocks`)."""
+
+    def __call__(
+        self,
+        algo_name: str,
+        parent: bytes,
+        token_ids: Sequence[int],
+        block_size: int,
+        extra_keys: Sequence[tuple[object, ...] | None],
+    ) -> list[bytes]: ...
+
+
+def hash_token_blocks(
+    algo_name: str,
+    parent: bytes,
+    token_ids: Sequence[int],
+    block_size: int,
+    extra_keys: Sequence[tuple[object, ...] | None],
+) -> list[bytes]:
+    """The reference chain hasher: one digest per entry of ``extra_keys``.
+
+    Block ``i`` covers ``token_ids[i*block_size:(i+1)*block_size]``; the parent
+    of block 0 is ``parent`` and of block ``i`` the digest of block ``i-1``.
+    """
+    hash_fn = get_hash_fn_by_name(algo_name)
+    digests: list[bytes] = []
+    for index, keys in enumerate(extra_keys):
+        start = index * block_size
+        parent = hash_fn((parent, tuple(token_ids[start : start + block_size]), keys))
+        digests.append(parent)
+    return digests
+
+
+def hash_block_tokens(
+    hash_fn_or_scheme: HashScheme | HashFunction,
+    parent_block_hash: bytes | None,
+    curr_block_token_ids: Sequence[int],
+    extra_keys: tuple[object, ...] | None = None,
+    *,
+    none_hash: bytes | None = None,
+) -> BlockHash:
+    """The hash of one block given its parent's hash, as vLLM's function of that name.
+
+    A falsy parent (None or ``b""``) stands for NONE_HASH: the scheme's, or
+    ``none_hash`` when a bare hash function is given.
+    """
+    if isinstance(hash_fn_or_scheme, HashScheme):
+        hash_fn = get_hash_fn_by_name(hash_fn_or_scheme.algorithm)
+        default_parent: bytes | None = hash_fn_or_scheme.none_hash
+    else:
+        hash_fn = hash_fn_or_scheme
+        default_parent = none_hash
+    if not parent_block_hash:
+        if not default_parent:
+            raise InvalidFieldError(
+                field="none_hash",
+                value=default_parent,
+                reason="a block without a parent needs NONE_HASH: pass a HashScheme or none_hash",
+            )
+        parent_block_hash = default_parent
+    return BlockHash(hash_fn((parent_block_hash, tuple(curr_block_token_ids), extra_keys)))
+
+
+def extend_block_hashes(
+    scheme: HashScheme,
+    request: HashRequest,
+    all_token_ids: Sequence[int],
+    block_hashes: PVector[BlockHash],
+    *,
+    chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+) -> PVector[BlockHash]:
+    """``block_hashes`` extended by the hashes of the new full blocks of ``all_token_ids``.
+
+    ``all_token_ids`` is the request's prompt (zeros for embeddings) followed by
+    its output tokens so far; ``block_hashes`` the hashes it already has. The
+    result is a new PVector sharing ``block_hashes``; it is ``block_hashes``
+    itself when no new block is full. This is one run of vLLM's request block
+    hasher, including where it resumes its multimodal scan.
+    """
+    block_size = scheme.block_size
+    start = len(block_hashes) * block_size
+    num_new_blocks = (len(all_token_ids) - start) // block_size
+    if num_new_blocks <= 0:
+        return block_hashes
+    extra_keys = extra_keys_for_blocks(scheme.profile, request, block_size, start, num_new_blocks)
+    parent: bytes = block_hashes[-1] if block_hashes else scheme.none_hash
+    end = start + num_new_blocks * block_size
+    digests = chain_hasher(
+        scheme.algorithm, parent, all_token_ids[start:end], block_size, extra_keys
+    )
+    return block_hashes.extend(BlockHash(digest) for digest in digests)
+
+
+_EMPTY: PVector[BlockHash] = pvector()
+
+
+def hash_prompt(
+    scheme: HashScheme,
+    request: HashRequest,
+    *,
+    chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+) -> PVector[BlockHash]:
+    """The block hashes vLLM computes for ``request`` when it arrives (full blocks only)."""
+    return extend_block_hashes(
+        scheme, request, request.prompt_token_ids_for_hashing, _EMPTY, chain_hasher=chain_hasher
+    )
+
+
+def block_extra_keys(scheme: HashScheme, request: HashRequest, num_tokens: int) -> list[ExtraKeys]:
+    """The extra keys of every full block of the first ``num_tokens`` tokens, in one scan."""
+    return extra_keys_for_blocks(
+        scheme.profile, request, scheme.block_size, 0, num_tokens // scheme.block_size
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestBlockHashes:
+    """A request's tokens so far and their block hashes, extended as output arrives.
+
+    ``start`` hashes the prompt; ``append_output_token_ids`` returns a new value
+    whose ``block_hashes`` share the old ones, exactly as vLLM's
+    ``Request.append_output_token_ids`` extends ``Request.block_hashes``.
+    """
+
+    scheme: HashScheme
+    request: HashRequest
+    all_token_ids: PVector[int]
+    block_hashes: PVector[BlockHash]
+
+    @classmethod
+    def start(
+        cls,
+        scheme: HashScheme,
+        request: HashRequest,
+        *,
+        chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+    ) -> RequestBlockHashes:
+        """The state right after vLLM builds the request (prompt blocks hashed)."""
+        tokens: PVector[int] = pvector(request.prompt_token_ids_for_hashing)
+        hashes = extend_block_hashes(scheme, request, tokens, _EMPTY, chain_hasher=chain_hasher)
+        return cls(scheme=scheme, request=request, all_token_ids=tokens, block_hashes=hashes)
+
+    def append_output_token_ids(
+        self,
+        token_ids: int | Iterable[int],
+        *,
+        chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+    ) -> RequestBlockHashes:
+        """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
+        new_tokens = (token_ids,) if isinstance(token_ids, int) else tuple(token_ids)
+        tokens = self.all_token_ids.extend(new_tokens)
+        hashes = extend_block_hashes(
+            self.scheme, self.request, tokens, self.block_hashes, chain_hasher=chain_hasher
+        )
+        return RequestBlockHashes(
+            scheme=self.scheme, request=self.request, all_token_ids=tokens, block_hashes=hashes
+        )
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus output tokens so far."""
+        return len(self.all_token_ids)

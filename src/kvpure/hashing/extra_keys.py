@@ -1,0 +1,206 @@
+"""A block's extra keys, exactly as each vLLM profile builds them.
+
+For the block of tokens ``[start, end)`` the keys are, in this order:
+
+1. LoRA: the adapter name on every block (0.33: ``("lora", name, path)``).
+2. Multimodal: for each item overlapping the block, ``(identifier, offset -
+   start)`` (0.33: ``("mm", identifier, offset - start)``); the relative
+   offset is negative for an item that began in an earlier block.
+3. Cache salt: on the block starting at token 0 only, and only if the salt
+   is non-empty (0.33: ``("cache_salt", salt)``).
+4. Prompt embeddings: ``sha256`` of the raw bytes of the block's rows (0.33:
+   ``("prompt_embeds", digest)``). The rows are sliced like a tensor, so a
+   block past the prompt hashes the rows it still has, possibly none.
+
+No keys give None. The multimodal scan follows vLLM's: it returns at once
+when the last item ends at or before ``start``, skips items that end at or
+before ``start``, stops at the first item starting at or after ``end``, and
+moves on past an item only if the block holds its end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+
+from kvpure.hashing.request import HashRequest, MultiModalFeature
+from kvpure.hashing.scheme import ExtraKeyStyle, MmResumeRule, VllmHashProfile
+
+ExtraKeys = tuple[object, ...] | None
+"""A block's extra keys: a tuple, or None when the block has none."""
+
+_LORA_TAG = "lora"
+_MM_TAG = "mm"
+_CACHE_SALT_TAG = "cache_salt"
+_PROMPT_EMBEDS_TAG = "prompt_embeds"
+
+
+def _bare_lora(request: HashRequest) -> object:
+    return request.lora_name
+
+
+def _tagged_lora(request: HashRequest) -> object:
+    return (_LORA_TAG, request.lora_name, request.lora_path)
+
+
+def _bare_mm(identifier: str, relative_offset: int) -> object:
+    return (identifier, relative_offset)
+
+
+def _tagged_mm(identifier: str, relative_offset: int) -> object:
+    return (_MM_TAG, identifier, relative_offset)
+
+
+def _bare_single(_tag: str, value: object) -> object:
+    return value
+
+
+def _tagged_single(tag: str, value: object) -> object:
+    return (tag, value)
+
+
+_LORA_KEY: Mapping[ExtraKeyStyle, Callable[[HashRequest], object]] = MappingProxyType(
+    {ExtraKeyStyle.BARE: _bare_lora, ExtraKeyStyle.TAGGED: _tagged_lora}
+)
+_MM_KEY: Mapping[ExtraKeyStyle, Callable[[str, int], object]] = MappingProxyType(
+    {ExtraKeyStyle.BARE: _bare_mm, ExtraKeyStyle.TAGGED: _tagged_mm}
+)
+_SINGLE_KEY: Mapping[ExtraKeyStyle, Callable[[str, object], object]] = MappingProxyType(
+    {ExtraKeyStyle.BARE: _bare_single, ExtraKeyStyle.TAGGED: _tagged_single}
+)
+
+
+def _mm_keys(
+    features: Sequence[MultiModalFeature],
+    start: int,
+    end: int,
+    start_mm_idx: int,
+    make_key: Callable[[str, int], object],
+    keys: list[object],
+) -> int:
+    """Append the multimodal keys of block ``[start, end)``; return the next index."""
+    if not features:
+        return start_mm_idx
+    if features[-1].end <= start:
+        return start_mm_idx
+    index = len(features) + start_mm_idx if start_mm_idx < 0 else start_mm_idx
+    while index < len(features):
+        feature = features[index]
+        if end <= feature.offset:
+            break
+        if start >= feature.end:
+            index += 1
+            continue
+        keys.append(make_key(feature.identifier, feature.offset - start))
+        if end >= feature.end:
+            index += 1
+        else:
+            break
+    return index
+
+
+def generate_block_hash_extra_keys(
+    profile: VllmHashProfile,
+    request: HashRequest,
+    start_token_idx: int,
+    end_token_idx: int,
+    start_mm_idx: int,
+) -> tuple[ExtraKeys, int]:
+    """The extra keys of block ``[start_token_idx, end_token_idx)`` and the next mm index.
+
+    ``start_mm_idx`` is where the multimodal scan starts (-1: the last item), as
+    in vLLM's function of the same name.
+    """
+    style = profile.extra_key_style
+    keys: list[object] = []
+    if request.lora_name is not None:
+        keys.append(_LORA_KEY[style](request))
+    next_mm_idx = _mm_keys(
+        request.mm_features, start_token_idx, end_token_idx, start_mm_idx, _MM_KEY[style], keys
+    )
+    if start_token_idx == 0 and request.cache_salt:
+        keys.append(_SINGLE_KEY[style](_CACHE_SALT_TAG, request.cache_salt))
+    embeds = request.prompt_embeds
+    if embeds is not None:
+        digest = hashlib.sha256(embeds.rows_bytes(start_token_idx, end_token_idx)).digest()
+        keys.append(_SINGLE_KEY[style](_PROMPT_EMBEDS_TAG, digest))
+    return (tuple(keys) if keys else None), next_mm_idx
+
+
+def _resume_last_item(_features: Sequence[MultiModalFeature], _start: int) -> int:
+    return -1
+
+
+def _resume_first_overlapping(features: Sequence[MultiModalFeature], start: int) -> int:
+    if features and features[-1].end > start:
+        return bisect.bisect_left(features, start + 1, key=lambda feature: feature.end)
+    return 0
+
+
+_RESUME: Mapping[MmResumeRule, Callable[[Sequence[MultiModalFeature], int], int]] = (
+    MappingProxyType(
+        {
+            MmResumeRule.LAST_ITEM: _resume_last_item,
+            MmResumeRule.FIRST_OVERLAPPING: _resume_first_overlapping,
+        }
+    )
+)
+
+
+def resume_mm_index(profile: VllmHashProfile, request: HashRequest, start_token_idx: int) -> int:
+    """The multimodal index vLLM's hasher starts from when it resumes at ``start_token_idx``."""
+    if start_token_idx == 0:
+        return 0
+    return _RESUME[profile.mm_resume_rule](request.mm_features, start_token_idx)
+
+
+def extra_keys_for_blocks(
+    profile: VllmHashProfile,
+    request: HashRequest,
+    block_size: int,
+    start_token_idx: int,
+    num_blocks: int,
+) -> list[ExtraKeys]:
+    """The extra keys of ``num_blocks`` consecutive blocks from ``start_token_idx``.
+
+    This is one call of vLLM's request block hasher: the multimodal index
+    starts by the profile's resume rule and carries from block to block.
+    """
+    mm_idx = resume_mm_index(profile, request, start_token_idx)
+    result: list[ExtraKeys] = []
+    start = start_token_idx
+    for _ in range(num_blocks):
+        keys, mm_idx = generate_block_hash_extra_keys(
+            profile, request, start, start + block_size, mm_idx
+        )
+        result.append(keys)
+        start += block_size
+    return result
+
+
+def to_event_extra_keys(
+    profile: VllmHashProfile, extra_keys: Sequence[ExtraKeys]
+) -> tuple[ExtraKeys, ...] | None:
+    """The per-block extra keys as vLLM publishes them in ``BlockStored`` events.
+
+    0.33 strips its tags there (bare LoRA name and salt, ``(id, offset)`` pairs,
+    bare digests); 0.26 publishes its keys as they are. An empty sequence gives
+    None.
+    """
+    if not extra_keys:
+        return None
+    if profile.extra_key_style is ExtraKeyStyle.BARE:
+        return tuple(extra_keys)
+    return tuple(
+        None if keys is None else tuple(_untag(key) for key in keys) for keys in extra_keys
+    )
+
+
+def _untag(key: object) -> object:
+    if not isinstance(key, tuple) or not key:
+        return key
+    if key[0] == _MM_TAG:
+        return key[1:]
+    return key[1]

@@ -1,0 +1,148 @@
+"""The inputs of a request that its block hashes depend on, as a frozen value.
+
+The fields are the ones vLLM's hasher reads from ``vllm.v1.request.Request``:
+the prompt token ids, the LoRA adapter's name (and path, hashed since 0.33),
+the cache salt, the multimodal placeholders and the prompt embeddings. The
+embeddings are raw bytes plus the size of one token row in bytes (what
+``tensor.flatten().view(torch.uint8)`` gives): the core never sees a tensor.
+
+The value keeps the very objects it is given (no copies of strings), because
+pickle writes a repeated object differently from two equal ones and vLLM
+hashes the request's own objects; see :mod:`kvpure.hashing.functions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvpure.errors import InvalidFieldError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MultiModalFeature:
+    """One multimodal item: its identifier (vLLM's ``mm_hash``) and placeholder range."""
+
+    identifier: str
+    offset: int
+    """First token of the placeholder range."""
+    length: int
+    """Number of placeholder tokens."""
+
+    def __post_init__(self) -> None:
+        if self.offset < 0:
+            raise InvalidFieldError(
+                field="mm_features.offset", value=self.offset, reason="must not be negative"
+            )
+        if self.length < 1:
+            raise InvalidFieldError(
+                field="mm_features.length",
+                value=self.length,
+                reason="a placeholder range covers at least 1 token",
+            )
+
+    @property
+    def end(self) -> int:
+        """One past the last placeholder token."""
+        return self.offset + self.length
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptEmbeds:
+    """Prompt embeddings as raw little-endian bytes, one row of ``row_size_bytes`` per token."""
+
+    data: bytes
+    row_size_bytes: int
+
+    def __post_init__(self) -> None:
+        if self.row_size_bytes < 1:
+            raise InvalidFieldError(
+                field="prompt_embeds.row_size_bytes",
+                value=self.row_size_bytes,
+                reason="a token row has at least 1 byte",
+            )
+        if len(self.data) % self.row_size_bytes:
+            raise InvalidFieldError(
+                field="prompt_embeds.data",
+                value=f"{len(self.data)} bytes",
+                reason=(
+                    f"the byte length must be num_rows * row_size_bytes "
+                    f"({self.row_size_bytes} bytes per token row)"
+                ),
+            )
+
+    @property
+    def num_rows(self) -> int:
+        """Number of token rows."""
+        return len(self.data) // self.row_size_bytes
+
+    def rows_bytes(self, start_row: int, end_row: int) -> bytes:
+        """The bytes of rows ``[start_row, end_row)``, clamped like a tensor slice."""
+        size = self.row_size_bytes
+        return self.data[start_row * size : end_row * size]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HashRequest:
+    """What a request's block hashes depend on besides the hash scheme.
+
+    ``prompt_token_ids`` is None for an embeddings-only prompt (its tokens then
+    hash as zeros, as in vLLM). ``lora_name`` None means no LoRA adapter;
+    ``lora_path`` is vLLM's ``LoRARequest.lora_path`` (default ``""``), hashed
+    by the 0.33 profile only. ``mm_features`` must be sorted by offset and not
+    overlap, as vLLM assumes.
+    """
+
+    prompt_token_ids: tuple[int, ...] | None
+    lora_name: str | None = None
+    lora_path: str = ""
+    cache_salt: str | None = None
+    mm_features: tuple[MultiModalFeature, ...] = ()
+    prompt_embeds: PromptEmbeds | None = None
+
+    def __post_init__(self) -> None:
+        if self.prompt_token_ids is None and self.prompt_embeds is None:
+            raise InvalidFieldError(
+                field="prompt_token_ids",
+                value=None,
+                reason="a request needs prompt_token_ids, prompt_embeds or both",
+            )
+        if (
+            self.prompt_token_ids is not None
+            and self.prompt_embeds is not None
+            and len(self.prompt_token_ids) != self.prompt_embeds.num_rows
+        ):
+            raise InvalidFieldError(
+                field="prompt_embeds",
+                value=f"{self.prompt_embeds.num_rows} rows",
+                reason=(
+                    f"prompt_token_ids has {len(self.prompt_token_ids)} tokens; "
+                    "prompt embeddings need one row per prompt token"
+                ),
+            )
+        previous_end = 0
+        for index, feature in enumerate(self.mm_features):
+            if feature.offset < previous_end:
+                raise InvalidFieldError(
+                    field=f"mm_features[{index}].offset",
+                    value=feature.offset,
+                    reason=(
+                        "multimodal features must be sorted by offset and must not "
+                        f"overlap; the previous one ends at token {previous_end}"
+                    ),
+                )
+            previous_end = feature.end
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        """Number of prompt tokens (token ids, or embedding rows)."""
+        if self.prompt_token_ids is not None:
+            return len(self.prompt_token_ids)
+        embeds = self.prompt_embeds
+        return 0 if embeds is None else embeds.num_rows
+
+    @property
+    def prompt_token_ids_for_hashing(self) -> tuple[int, ...]:
+        """The prompt's token ids as vLLM hashes them: zeros for embeddings-only prompts."""
+        if self.prompt_token_ids is not None:
+            return self.prompt_token_ids
+        return (0,) * self.num_prompt_tokens
