@@ -27,6 +27,7 @@ from kvpure.hashing.extra_keys import (
     resume_mm_index,
     to_event_extra_keys,
 )
+from kvpure.hashing.fast_prompt import hash_token_blocks as fast_hash_token_blocks
 from kvpure.hashing.functions import (
     HASH_ALGORITHM_NAMES,
     HASH_FUNCTIONS,
@@ -96,6 +97,7 @@ __all__ = [
     "cbor_payload",
     "extend_block_hashes",
     "extra_keys_for_blocks",
+    "fast_hash_token_blocks",
     "generate_block_hash_extra_keys",
     "get_block_hash",
     "get_group_id",

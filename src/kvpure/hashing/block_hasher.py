@@ -7,8 +7,10 @@ full blocks are hashed. Hashing a prompt and extending step by step share one
 path: work out the extra keys of every new full block
 (:func:`~kvpure.hashing.extra_keys.extra_keys_for_blocks`), then chain-hash
 the token blocks with a :data:`TokenBlockChainHasher`. :func:`hash_token_blocks`
-is the reference chain hasher; a faster one with the same signature can be
-passed as ``chain_hasher``.
+is the reference chain hasher; the public paths default to
+:func:`kvpure.hashing.fast_prompt.hash_token_blocks` (``fast_hash_token_blocks``),
+which returns the same bytes for every input, much faster on long prompts. Pass
+``chain_hasher=hash_token_blocks`` to use the reference.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pyrsistent import PVector, pvector
 
 from kvpure.errors import InvalidFieldError
 from kvpure.hashing.extra_keys import ExtraKeys, extra_keys_for_blocks
+from kvpure.hashing.fast_prompt import hash_token_blocks as fast_hash_token_blocks
 from kvpure.hashing.functions import HashFunction, get_hash_fn_by_name
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
@@ -98,7 +101,7 @@ def extend_block_hashes(
     all_token_ids: Sequence[int],
     block_hashes: PVector[BlockHash],
     *,
-    chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+    chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
 ) -> PVector[BlockHash]:
     """``block_hashes`` extended by the hashes of the new full blocks of ``all_token_ids``.
 
@@ -129,7 +132,7 @@ def hash_prompt(
     scheme: HashScheme,
     request: HashRequest,
     *,
-    chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+    chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
 ) -> PVector[BlockHash]:
     """The block hashes vLLM computes for ``request`` when it arrives (full blocks only)."""
     return extend_block_hashes(
@@ -164,7 +167,7 @@ class RequestBlockHashes:
         scheme: HashScheme,
         request: HashRequest,
         *,
-        chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+        chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
     ) -> RequestBlockHashes:
         """The state right after vLLM builds the request (prompt blocks hashed)."""
         tokens: PVector[int] = pvector(request.prompt_token_ids_for_hashing)
@@ -175,7 +178,7 @@ class RequestBlockHashes:
         self,
         token_ids: int | Iterable[int],
         *,
-        chain_hasher: TokenBlockChainHasher = hash_token_blocks,
+        chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
     ) -> RequestBlockHashes:
         """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
         new_tokens = (token_ids,) if isinstance(token_ids, int) else tuple(token_ids)

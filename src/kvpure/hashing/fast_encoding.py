@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import Any
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import CborEncodeError
 
 __all__ = ["cbor_dumps", "cbor_head", "cbor_memo", "cbor_token_run", "encode_token_blocks"]
 
@@ -114,15 +114,14 @@ def cbor_dumps(obj: object) -> bytes:
 
     Supports None, bool, int (bignums included), float, bytes, bytearray, str, tuple and
     list: every kind of value vLLM puts in a block-hash payload. Raises
-    :class:`~kvpure.errors.InvalidFieldError` for anything else.
+    :class:`~kvpure.errors.CborEncodeError` for anything else.
     """
     encoder = _CBOR_ENCODERS.get(type(obj))
     if encoder is None:
-        raise InvalidFieldError(
-            field="extra_keys",
-            value=obj,
-            reason=f"a CBOR block-hash payload can hold None, bool, int, float, bytes, str, "
-            f"tuple or list, not {type(obj).__name__}",
+        raise CborEncodeError(
+            type_name=type(obj).__name__,
+            reason="block-hash payloads hold only None, bool, int, float, bytes, str, tuple "
+            "and list (exactly these types, not subclasses)",
         )
     return encoder(obj)
 

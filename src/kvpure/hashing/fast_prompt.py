@@ -28,7 +28,7 @@ from operator import itemgetter
 
 import xxhash
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import InvalidFieldError, UnknownHashAlgorithmError
 from kvpure.hashing.fast_encoding import (
     cbor_dumps,
     cbor_head,
@@ -183,12 +183,13 @@ def reference_payload(
 def _check_algo(algo_name: str) -> bool:
     cbor = HASH_ALGORITHMS.get(algo_name)
     if cbor is None:
-        raise InvalidFieldError(
-            field="algo_name",
-            value=algo_name,
-            reason=f"expected one of {', '.join(sorted(HASH_ALGORITHMS))}",
-        )
+        raise UnknownHashAlgorithmError(name=algo_name, valid_names=tuple(HASH_ALGORITHMS))
     return cbor
+
+
+def _as_list(token_ids: Sequence[int]) -> Sequence[int]:
+    """A list or tuple as it is; anything else (a PVector) copied once into a list."""
+    return token_ids if type(token_ids) is list or type(token_ids) is tuple else list(token_ids)
 
 
 def _check_sizes(token_ids: Sequence[int], block_size: int, num_blocks: int) -> int:
@@ -236,8 +237,9 @@ def block_payloads(
         raise InvalidFieldError(
             field="parents", value=len(parents), reason=f"expected one per block ({len(extras)})"
         )
-    tails = _tails(cbor, token_ids, block_size, extras)
     whole = frozenset({id(token_ids)}) if len(extras) == 1 else frozenset()
+    token_ids = _as_list(token_ids)
+    tails = _tails(cbor, token_ids, block_size, extras)
     out = []
     for index, (parent, extra) in enumerate(zip(parents, extras, strict=True)):
         if tails is not None and _fast_head_ok(cbor, parent, extra, whole | {id(parent)}):
@@ -274,6 +276,8 @@ def hash_token_blocks(
     cbor = _check_algo(algo_name)
     extras = tuple(extra_keys)
     num_tokens = _check_sizes(token_ids, block_size, len(extras))
+    whole = frozenset({id(token_ids), id(parent)}) if len(extras) == 1 else frozenset({id(parent)})
+    token_ids = _as_list(token_ids)
     if not extras:
         return []
     if num_tokens <= _FEW_TOKENS:  # decoding: one block at a time, no whole-prompt setup
@@ -282,7 +286,6 @@ def hash_token_blocks(
     if tails is None:
         return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extras)
     digest = _digest_fn(algo_name)
-    whole = frozenset({id(token_ids), id(parent)}) if len(extras) == 1 else frozenset({id(parent)})
     if _fast_head_ok(cbor, parent, extras[0], whole):
         parent = digest(_head(cbor, len(parent), len(tails[0])) + parent + tails[0])
     else:
