@@ -9,7 +9,10 @@ All three run in this process on the same prompts and produce the same digests (
   pairs, the cache salt on block 0), slice the tokens, ``tuple()`` them and hash
   ``serialise((parent, tokens, extra_keys))`` (``cbor2.dumps(canonical=True)`` or
   ``pickle.dumps(protocol=5)``).
-- kvpure: the same extra keys computed for every block, then ``hash_token_blocks``.
+- kvpure: the public path, ``hash_prompt(scheme, HashRequest(...))`` (profile vllm-0.26):
+  the package's extra keys for every block, then the fast chain hasher
+  (``kvpure.hashing.fast_prompt.hash_token_blocks``); for decoding,
+  ``RequestBlockHashes.append_output_token_ids``.
 - floor: the hash calls alone on the payloads prebuilt (``sha256(p).digest()`` /
   ``xxh3_128_digest(p)``), i.e. the cost left if serialisation were free.
 
@@ -25,13 +28,20 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import cbor2
 import xxhash
 
-from kvpure.hashing.fast_prompt import hash_token_blocks
+from kvpure.hashing import (
+    VLLM_0_26,
+    HashRequest,
+    HashScheme,
+    MultiModalFeature,
+    RequestBlockHashes,
+    hash_prompt,
+)
 
 ALGOS = ("sha256_cbor", "xxhash_cbor", "sha256", "xxhash")
 VOCAB = 128_256  # Llama 3
@@ -149,43 +159,23 @@ def baseline_request_hasher(
     return out
 
 
-# --- kvpure: the same extra keys for every block, then hash_token_blocks -----------------
+# --- kvpure: the public path (extra keys for every block, then the fast chain hasher) -----
 
 
-def kvpure_extra_keys(
-    request: Request, block_size: int, first_block: int = 0
-) -> list[tuple[object, ...] | None]:
-    """Extra keys of blocks ``first_block..``: what the hashing package hands the hasher."""
-    num_blocks = request.num_tokens // block_size - first_block
-    lora: tuple[object, ...] = (request.lora_name,) if request.lora_name else ()
-    if not lora and not request.mm_features and not request.cache_salt:
-        return [None] * num_blocks
-    per_block: list[list[object]] = [[] for _ in range(num_blocks)]
-    for feature in request.mm_features:
-        first = max(feature.offset // block_size, first_block)
-        last = min(
-            (feature.offset + feature.length - 1) // block_size, first_block + num_blocks - 1
-        )
-        for index in range(first, last + 1):
-            per_block[index - first_block].append(
-                (feature.identifier, feature.offset - index * block_size)
-            )
-    out: list[tuple[object, ...] | None] = []
-    for index, mm_keys in enumerate(per_block):
-        salt = (request.cache_salt,) if index + first_block == 0 and request.cache_salt else ()
-        keys = (*lora, *mm_keys, *salt)
-        out.append(keys if keys else None)
-    return out
+def kvpure_request(request: Request) -> HashRequest:
+    return HashRequest(
+        prompt_token_ids=tuple(request.all_token_ids),
+        lora_name=request.lora_name,
+        cache_salt=request.cache_salt,
+        mm_features=tuple(
+            MultiModalFeature(identifier=f.identifier, offset=f.offset, length=f.length)
+            for f in request.mm_features
+        ),
+    )
 
 
-def kvpure_request_hasher(
-    request: Request, block_size: int, algo: str, none_hash: bytes
-) -> list[bytes]:
-    first = len(request.block_hashes)
-    parent = request.block_hashes[-1] if request.block_hashes else none_hash
-    extras = kvpure_extra_keys(request, block_size, first)
-    tokens = request.all_token_ids[first * block_size :]
-    return hash_token_blocks(algo, parent, tokens, block_size, extras)
+def kvpure_scheme(algo: str, block_size: int) -> HashScheme:
+    return HashScheme.from_seed(algorithm=algo, block_size=block_size, seed="0", profile=VLLM_0_26)
 
 
 # --- timing --------------------------------------------------------------------------------
@@ -234,24 +224,26 @@ def floor_seconds(algo: str, payloads: list[bytes], repeats: int) -> float:
 def payloads_of(
     request: Request, block_size: int, algo: str, hashes: list[bytes], none_hash: bytes
 ) -> list[bytes]:
+    """The payloads the baseline hashed (rebuilt once, outside the timings)."""
     serialise: Callable[[object], bytes] = (
         (lambda o: cbor2.dumps(o, canonical=True))
         if algo.endswith("_cbor")
         else (lambda o: pickle.dumps(o, protocol=5))
     )
-    extras = kvpure_extra_keys(request, block_size)
     parents = [none_hash, *hashes[:-1]]
     tokens = request.all_token_ids
-    return [
-        serialise((parent, tuple(tokens[i * block_size : (i + 1) * block_size]), extra))
-        for i, (parent, extra) in enumerate(zip(parents, extras, strict=True))
-    ]
+    out = []
+    mm_idx = 0
+    for i, parent in enumerate(parents):
+        start = i * block_size
+        extra, mm_idx = baseline_extra_keys(request, start, start + block_size, mm_idx)
+        out.append(serialise((parent, tuple(tokens[start : start + block_size]), extra)))
+    return out
 
 
 def main(quick: bool) -> None:
-    none_hash = hashlib.sha256(b"bench-none-hash").digest()
     sizes = (1024, 32_768) if quick else (1024, 32_768, 131_072)
-    repeats = {1024: 30, 32_768: 5, 131_072: 2}
+    repeats = {1024: 20, 32_768: 3, 131_072: 1}
     print(
         f"{'algo':12} {'tokens':>7} {'bs':>4} {'extras':>6} | {'baseline':>9} "
         f"{'kvpure':>8} {'floor':>7} us/block | {'kv/base':>7} {'kv/floor':>8}"
@@ -259,21 +251,21 @@ def main(quick: bool) -> None:
     for with_extras in (False, True):
         for num_tokens in sizes:
             request = make_request(num_tokens, with_extras, seed=num_tokens)
+            hash_request = kvpure_request(request)
             for block_size in (16, 64, 256):
                 num_blocks = num_tokens // block_size
                 reps = repeats[num_tokens]
                 for algo in ALGOS:
                     fn = BASELINE_HASH_FNS[algo]
+                    scheme = kvpure_scheme(algo, block_size)
+                    none_hash = scheme.none_hash
                     expected = baseline_request_hasher(request, block_size, fn, none_hash)
-                    got = kvpure_request_hasher(request, block_size, algo, none_hash)
-                    if got != expected:
+                    if list(hash_prompt(scheme, hash_request)) != expected:
                         raise SystemExit(f"MISMATCH {algo} {num_tokens} {block_size}")
                     base = best_seconds(
                         partial(baseline_request_hasher, request, block_size, fn, none_hash), reps
                     )
-                    fast = best_seconds(
-                        partial(kvpure_request_hasher, request, block_size, algo, none_hash), reps
-                    )
+                    fast = best_seconds(partial(hash_prompt, scheme, hash_request), reps)
                     payloads = payloads_of(request, block_size, algo, expected, none_hash)
                     floor = floor_seconds(algo, payloads, reps)
                     us = 1e6 / num_blocks
@@ -284,21 +276,23 @@ def main(quick: bool) -> None:
                         f"{fast / base:7.3f} {fast / floor:8.2f}"
                     )
     print()
-    print("one-block extension (decode), 32,768 tokens already hashed, LoRA + salt + images:")
+    print("one-block extension (decode), 32,768 tokens hashed, LoRA + salt + images:")
     for block_size in (16, 256):
         request = make_request(32_768 + block_size, True, seed=7)
+        prompt = kvpure_request(replace(request, all_token_ids=request.all_token_ids[:32_768]))
+        new_tokens = request.all_token_ids[32_768:]
         for algo in ALGOS:
             fn = BASELINE_HASH_FNS[algo]
-            done = baseline_request_hasher(request, block_size, fn, none_hash)
-            request.block_hashes = done[:-1]
-            if kvpure_request_hasher(request, block_size, algo, none_hash) != done[-1:]:
+            scheme = kvpure_scheme(algo, block_size)
+            done = baseline_request_hasher(request, block_size, fn, scheme.none_hash)
+            state = RequestBlockHashes.start(scheme, prompt)
+            if list(state.append_output_token_ids(new_tokens).block_hashes) != done:
                 raise SystemExit(f"MISMATCH extension {algo}")
+            request.block_hashes = done[:-1]
             base = best_seconds(
-                partial(baseline_request_hasher, request, block_size, fn, none_hash), 2000
+                partial(baseline_request_hasher, request, block_size, fn, scheme.none_hash), 300
             )
-            fast = best_seconds(
-                partial(kvpure_request_hasher, request, block_size, algo, none_hash), 2000
-            )
+            fast = best_seconds(partial(state.append_output_token_ids, new_tokens), 300)
             request.block_hashes = []
             print(
                 f"  {algo:12} bs {block_size:>3}: baseline {base * 1e6:7.2f} us, "

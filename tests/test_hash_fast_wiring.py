@@ -22,9 +22,12 @@ from kvpure.hashing import (
     PromptEmbeds,
     RequestBlockHashes,
     VllmHashProfile,
+    extra_keys_for_blocks,
     fast_hash_token_blocks,
+    generate_block_hash_extra_keys,
     hash_prompt,
     hash_token_blocks,
+    resume_mm_index,
 )
 
 ALGORITHMS = st.sampled_from(("sha256", "sha256_cbor", "xxhash", "xxhash_cbor"))
@@ -134,3 +137,22 @@ def test_the_public_default_is_the_fast_hasher() -> None:
     explicit = hash_prompt(scheme, request, chain_hasher=fast_hash_token_blocks)
     assert list(hash_prompt(scheme, request)) == list(explicit)
     assert len(explicit) == 20
+
+
+@given(requests(), st.integers(min_value=1, max_value=17), PROFILES, st.data())
+def test_extra_keys_for_blocks_equals_the_block_by_block_scan(
+    raw: RawRequest, block_size: int, profile: VllmHashProfile, data: st.DataObject
+) -> None:
+    request = raw.build()
+    first_block = data.draw(st.integers(min_value=0, max_value=3))
+    num_blocks = data.draw(st.integers(min_value=0, max_value=25))
+    start = first_block * block_size
+    expected = []
+    mm_idx = resume_mm_index(profile, request, start)
+    for index in range(num_blocks):
+        block_start = start + index * block_size
+        keys, mm_idx = generate_block_hash_extra_keys(
+            profile, request, block_start, block_start + block_size, mm_idx
+        )
+        expected.append(keys)
+    assert extra_keys_for_blocks(profile, request, block_size, start, num_blocks) == expected

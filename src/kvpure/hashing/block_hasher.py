@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from pyrsistent import PVector, pvector
 
@@ -122,7 +122,8 @@ def extend_block_hashes(
     digests = chain_hasher(
         scheme.algorithm, parent, all_token_ids[start:end], block_size, extra_keys
     )
-    return block_hashes.extend(BlockHash(digest) for digest in digests)
+    # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
+    return block_hashes.extend(cast("list[BlockHash]", digests))
 
 
 _EMPTY: PVector[BlockHash] = pvector()

@@ -156,6 +156,20 @@ def resume_mm_index(profile: VllmHashProfile, request: HashRequest, start_token_
     return _RESUME[profile.mm_resume_rule](request.mm_features, start_token_idx)
 
 
+def _uniform_extra_keys(
+    profile: VllmHashProfile, request: HashRequest, start_token_idx: int, num_blocks: int
+) -> list[ExtraKeys]:
+    """Without multimodal items or embeddings every block gets the same keys (LoRA or
+    nothing), except block 0, which also gets the cache salt: build them once."""
+    first, _ = generate_block_hash_extra_keys(
+        profile, request, start_token_idx, start_token_idx + 1, 0
+    )
+    if start_token_idx != 0 or num_blocks == 1:
+        return [first] * num_blocks
+    rest, _ = generate_block_hash_extra_keys(profile, request, 1, 2, 0)
+    return [first, *([rest] * (num_blocks - 1))]
+
+
 def extra_keys_for_blocks(
     profile: VllmHashProfile,
     request: HashRequest,
@@ -168,6 +182,8 @@ def extra_keys_for_blocks(
     This is one call of vLLM's request block hasher: the multimodal index
     starts by the profile's resume rule and carries from block to block.
     """
+    if not request.mm_features and request.prompt_embeds is None and num_blocks > 0:
+        return _uniform_extra_keys(profile, request, start_token_idx, num_blocks)
     mm_idx = resume_mm_index(profile, request, start_token_idx)
     result: list[ExtraKeys] = []
     start = start_token_idx
