@@ -297,3 +297,25 @@ def test_token_encoder_leaves_out_of_range_ids_to_the_reference() -> None:
         b"\x19\x01\x00\x19\xff\xff",
         b"\x1a\x00\x01\x00\x00\x1a\xff\xff\xff\xff",
     ]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_the_same_extra_keys_object_in_many_blocks(algo: str) -> None:
+    name = "lora-x"
+    shared: tuple[object, ...] = (name, ("img", 3))
+    equal_but_distinct: tuple[object, ...] = (True, 1.0)  # == (1, 1): must not share a cache entry
+    extras: list[tuple[object, ...] | None] = [
+        shared,
+        shared,
+        None,
+        (name, ("img", 3)),
+        (1, 1),
+        equal_but_distinct,
+        shared,
+        (name, name),
+    ]
+    tokens = list(range(65_530, 65_530 + 16 * len(extras)))
+    parent = b"\x05" * 32
+    assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
+        algo, parent, tokens, 16, extras
+    )

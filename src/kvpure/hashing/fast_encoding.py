@@ -19,9 +19,15 @@ from typing import Any
 
 from kvpure.errors import CborEncodeError
 
-__all__ = ["cbor_dumps", "cbor_head", "cbor_memo", "cbor_token_run", "encode_token_blocks"]
+__all__ = [
+    "all_plain_ints",
+    "cbor_dumps",
+    "cbor_head",
+    "cbor_memo",
+    "cbor_token_run",
+    "encode_token_blocks",
+]
 
-_INT_ONLY = frozenset({int})
 
 # ---------------------------------------------------------------------------
 # Canonical CBOR (the reference encoder for the *_cbor algorithms)
@@ -198,6 +204,11 @@ def _bitwise_or(planes: Sequence[bytes]) -> bytes:
     return total.to_bytes(len(planes[0]), "little")
 
 
+def all_plain_ints(values: Sequence[object]) -> bool:
+    """Whether every value is exactly an int (not a bool or another int subclass)."""
+    return tuple(map(type, values)).count(int) == len(values)
+
+
 def encode_token_blocks(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
     """Each block's tokens as CBOR array items (no array head), or None.
 
@@ -205,7 +216,7 @@ def encode_token_blocks(token_ids: Sequence[int], block_size: int) -> list[bytes
     reference encoder.
     """
     count = len(token_ids)
-    if count == 0 or set(map(type, token_ids)) != _INT_ONLY:
+    if count == 0 or not all_plain_ints(token_ids):
         return None
     try:
         words = array("I", token_ids)

@@ -30,6 +30,7 @@ import xxhash
 
 from kvpure.errors import InvalidFieldError, UnknownHashAlgorithmError
 from kvpure.hashing.fast_encoding import (
+    all_plain_ints,
     cbor_dumps,
     cbor_head,
     cbor_memo,
@@ -54,7 +55,6 @@ HASH_ALGORITHMS: dict[str, bool] = {
 }
 
 _DIGEST_BYTES = {"sha256": 32, "sha256_cbor": 32, "xxhash": 16, "xxhash_cbor": 16}
-_INT_ONLY = frozenset({int})
 _PICKLE_DUMPS = functools.partial(pickle.dumps, protocol=5)
 _CUT_HEADER_AND_STOP = itemgetter(slice(11, -1))
 _FEW_TOKENS = 48  # up to this many tokens, one by one beats the whole-prompt encoder
@@ -66,6 +66,33 @@ _PICKLE_PLAIN = (str, bytes, int, float, bool, type(None))
 # ---------------------------------------------------------------------------
 
 
+def _extra_parts(
+    extras: tuple[object, ...], none_part: bytes, encode: Callable[[object], bytes]
+) -> list[bytes]:
+    """Each block's encoded extra keys, encoding each distinct extra-keys value once.
+
+    Distinct means: another object, or a tuple of other objects (by identity, which is
+    sound while ``extras`` holds them all; equality is not: ``(1,) == (True,)``).
+    """
+    parts: list[bytes] = []
+    append = parts.append
+    by_items: dict[object, bytes] = {}
+    previous: object = None
+    previous_part = none_part
+    for extra in extras:
+        if extra is None:
+            append(none_part)
+            continue
+        if extra is not previous:
+            key: object = tuple(map(id, extra)) if type(extra) is tuple else id(extra)
+            part = by_items.get(key)
+            if part is None:
+                part = by_items[key] = encode(extra)
+            previous, previous_part = extra, part
+        append(previous_part)
+    return parts
+
+
 def _cbor_tails(
     token_ids: Sequence[int], block_size: int, extras: tuple[object, ...]
 ) -> list[bytes] | None:
@@ -74,19 +101,7 @@ def _cbor_tails(
     if token_parts is None:
         return None
     memo: dict[int, bytes] = {}
-    by_items: dict[tuple[int, ...], bytes] = {}
-    extra_parts: list[bytes] = []
-    for extra in extras:
-        if extra is None:
-            extra_parts.append(b"\xf6")
-        elif type(extra) is tuple:
-            key = tuple(map(id, extra))
-            part = by_items.get(key)
-            if part is None:
-                part = by_items[key] = cbor_memo(extra, memo)
-            extra_parts.append(part)
-        else:
-            extra_parts.append(cbor_dumps(extra))
+    extra_parts = _extra_parts(extras, b"\xf6", lambda extra: cbor_memo(extra, memo))
     grouped = zip(repeat(cbor_head(4, block_size)), token_parts, extra_parts)
     return list(map(b"".join, grouped))
 
@@ -110,7 +125,7 @@ def _pickle_tails(
     The token tuples are pickled by the C pickler (all blocks in one ``map``); ints are
     never memoized, so each block's tuple opcodes are the same as inside the payload.
     """
-    if not token_ids or set(map(type, token_ids)) != _INT_ONLY:
+    if not token_ids or not all_plain_ints(token_ids):
         return None
     block_tuples = zip(*[iter(token_ids)] * block_size, strict=False)  # exactly full blocks
     # PROTO, FRAME and STOP cut off; what is left is MARK, items, TUPLE, MEMOIZE (or items,
@@ -118,17 +133,11 @@ def _pickle_tails(
     token_parts = map(_CUT_HEADER_AND_STOP, map(_PICKLE_DUMPS, block_tuples))
     probe = (bytes(bytearray(b"kv")), tuple([0]))  # fresh objects: nothing in extras is them
     without = len(pickle.dumps((*probe, None), protocol=5)) - 4
-    by_items: dict[object, bytes] = {}
-    extra_parts: list[bytes] = []
-    for extra in extras:
-        if extra is None:
-            extra_parts.append(b"N\x87\x94.")
-            continue
-        key: object = tuple(map(id, extra)) if type(extra) is tuple else id(extra)
-        part = by_items.get(key)
-        if part is None:
-            part = by_items[key] = _pickle_extra_segment(extra, without, probe) + b"\x87\x94."
-        extra_parts.append(part)
+    extra_parts = _extra_parts(
+        extras,
+        b"N\x87\x94.",
+        lambda extra: _pickle_extra_segment(extra, without, probe) + b"\x87\x94.",
+    )
     tails = list(map(b"".join, zip(repeat(b"\x94"), token_parts, extra_parts)))
     if max(map(len, tails)) > _PICKLE_MAX_BODY:
         return None
