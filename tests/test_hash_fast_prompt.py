@@ -226,8 +226,8 @@ def test_bool_tokens_hash_as_bools(algo: str) -> None:
 
 @pytest.mark.parametrize("algo", ["sha256", "xxhash"])
 def test_pickles_larger_than_one_frame(algo: str) -> None:
-    tokens = list(range(2**20, 2**20 + 40_000))  # 5 bytes each: 200 kB per block, 3 frames
-    extras = [None, ("big", b"\x09" * 70_000)]
+    tokens = list(range(2**20, 2**20 + 60_000))  # 5 bytes each: 100 kB per block, 2 frames
+    extras = [None, ("big", b"\x09" * 70_000), None]
     parent = b"\x03" * 32
     assert hash_token_blocks(algo, parent, tokens, 20_000, extras) == oracle_chain(
         algo, parent, tokens, 20_000, extras

@@ -58,6 +58,7 @@ _DIGEST_BYTES = {"sha256": 32, "sha256_cbor": 32, "xxhash": 16, "xxhash_cbor": 1
 _PICKLE_DUMPS = functools.partial(pickle.dumps, protocol=5)
 _CUT_HEADER_AND_STOP = itemgetter(slice(11, -1))
 _FEW_TOKENS = 48  # up to this many tokens, one by one beats the whole-prompt encoder
+_FEW_PICKLE_BLOCKS = 2  # and up to this many blocks with pickle (pickle.dumps is C)
 _PICKLE_MAX_BODY = 65_000  # the C pickler opens a second frame at 64 KiB
 _PICKLE_PLAIN = (str, bytes, int, float, bool, type(None))
 
@@ -262,10 +263,20 @@ def block_payloads(
     return out
 
 
+def _sha256_digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+_DIGEST_FNS: dict[str, Callable[[bytes], bytes]] = {
+    "sha256": _sha256_digest,
+    "sha256_cbor": _sha256_digest,
+    "xxhash": xxhash.xxh3_128_digest,
+    "xxhash_cbor": xxhash.xxh3_128_digest,
+}
+
+
 def _digest_fn(algo_name: str) -> Callable[[bytes], bytes]:
-    if algo_name.startswith("sha256"):
-        return lambda data: hashlib.sha256(data).digest()
-    return xxhash.xxh3_128_digest
+    return _DIGEST_FNS[algo_name]
 
 
 def hash_token_blocks(
@@ -285,12 +296,13 @@ def hash_token_blocks(
     cbor = _check_algo(algo_name)
     extras = tuple(extra_keys)
     num_tokens = _check_sizes(token_ids, block_size, len(extras))
-    whole = frozenset({id(token_ids), id(parent)}) if len(extras) == 1 else frozenset({id(parent)})
-    token_ids = _as_list(token_ids)
     if not extras:
         return []
-    if num_tokens <= _FEW_TOKENS:  # decoding: one block at a time, no whole-prompt setup
+    if num_tokens <= _FEW_TOKENS or (not cbor and len(extras) <= _FEW_PICKLE_BLOCKS):
+        # decoding: one block at a time, without the whole-prompt setup
         return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extras)
+    whole = frozenset({id(token_ids), id(parent)}) if len(extras) == 1 else frozenset({id(parent)})
+    token_ids = _as_list(token_ids)
     tails = _tails(cbor, token_ids, block_size, extras)
     if tails is None:
         return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extras)
@@ -354,12 +366,13 @@ def _hash_one_by_one(
     for index, extra in enumerate(extras):
         start = index * block_size
         block = token_ids[start : start + block_size]
-        run = cbor_token_run(block) if cbor and type(parent) is bytes else None
-        if run is None:
-            payload = reference_payload(algo_name, parent, block, extra)
-        else:
+        if not cbor:
+            payload = pickle.dumps((parent, tuple(block), extra), protocol=5)
+        elif type(parent) is bytes and (run := cbor_token_run(block)) is not None:
             payload = b"\x83" + cbor_head(2, len(parent)) + parent + array_head + run
             payload += cbor_dumps(extra)
+        else:
+            payload = cbor_dumps((parent, tuple(block), extra))
         parent = digest(payload)
         out.append(parent)
     return out
