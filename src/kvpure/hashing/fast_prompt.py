@@ -293,14 +293,17 @@ def hash_token_blocks(
     parent`` and ``parent_i`` the digest of block ``i - 1``. ``algo_name`` is one of
     :data:`HASH_ALGORITHMS`. The result is byte-identical to hashing block by block.
     """
-    cbor = _check_algo(algo_name)
-    extras = tuple(extra_keys)
-    num_tokens = _check_sizes(token_ids, block_size, len(extras))
-    if not extras:
-        return []
-    if num_tokens <= _FEW_TOKENS or (not cbor and len(extras) <= _FEW_PICKLE_BLOCKS):
+    known = HASH_ALGORITHMS.get(algo_name)
+    num_blocks = len(extra_keys)
+    num_tokens = num_blocks * block_size
+    if known is None or block_size < 1 or len(token_ids) < num_tokens:
+        _check_algo(algo_name)  # these raise the typed errors
+        _check_sizes(token_ids, block_size, num_blocks)
+    cbor = bool(known)
+    if num_tokens <= _FEW_TOKENS or (not cbor and num_blocks <= _FEW_PICKLE_BLOCKS):
         # decoding: one block at a time, without the whole-prompt setup
-        return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extras)
+        return _hash_one_by_one(algo_name, cbor, parent, token_ids, block_size, extra_keys)
+    extras = tuple(extra_keys)  # holds every extra-keys object while caches key them by id
     whole = frozenset({id(token_ids), id(parent)}) if len(extras) == 1 else frozenset({id(parent)})
     token_ids = _as_list(token_ids)
     tails = _tails(cbor, token_ids, block_size, extras)
@@ -357,22 +360,28 @@ def _hash_one_by_one(
     parent: bytes,
     token_ids: Sequence[int],
     block_size: int,
-    extras: tuple[object, ...],
+    extras: Sequence[object],
 ) -> list[bytes]:
     """Block by block: pickle.dumps (in C) per payload, or CBOR with the tokens one by one."""
-    digest = _digest_fn(algo_name)
-    array_head = cbor_head(4, block_size)
+    digest = _DIGEST_FNS[algo_name]
     out = []
-    for index, extra in enumerate(extras):
-        start = index * block_size
+    start = 0
+    if not cbor:
+        dumps = pickle.dumps
+        for extra in extras:
+            parent = digest(dumps((parent, tuple(token_ids[start : start + block_size]), extra), 5))
+            out.append(parent)
+            start += block_size
+        return out
+    array_head = cbor_head(4, block_size)
+    for extra in extras:
         block = token_ids[start : start + block_size]
-        if not cbor:
-            payload = pickle.dumps((parent, tuple(block), extra), protocol=5)
-        elif type(parent) is bytes and (run := cbor_token_run(block)) is not None:
+        if type(parent) is bytes and (run := cbor_token_run(block)) is not None:
             payload = b"\x83" + cbor_head(2, len(parent)) + parent + array_head + run
             payload += cbor_dumps(extra)
         else:
             payload = cbor_dumps((parent, tuple(block), extra))
         parent = digest(payload)
         out.append(parent)
+        start += block_size
     return out
