@@ -55,6 +55,7 @@ HASH_ALGORITHMS: dict[str, bool] = {
 
 _DIGEST_BYTES = {"sha256": 32, "sha256_cbor": 32, "xxhash": 16, "xxhash_cbor": 16}
 _FEW_TOKENS = 48  # up to this many tokens, one by one beats the whole-prompt encoder
+_FEW_PICKLE_BLOCKS = 4  # up to this many blocks, slicing beats setting up zip
 
 
 def _sha256_digest(data: bytes) -> bytes:
@@ -262,9 +263,11 @@ def _pickle_chain(
 ) -> list[bytes]:
     """pickle.dumps (C) of each payload; the block tuples come from ``zip`` (C) too."""
     blocks: Iterable[tuple[int, ...]]
-    if type(token_ids) is tuple and len(token_ids) == block_size:
-        blocks = (token_ids,)  # tuple(token_ids[0:block_size]) is token_ids itself
-    else:
+    if len(extras) <= _FEW_PICKLE_BLOCKS:  # as the reference does it (decoding)
+        blocks = [
+            tuple(token_ids[i * block_size : (i + 1) * block_size]) for i in range(len(extras))
+        ]
+    else:  # zip builds the tuples in C
         blocks = zip(*[iter(token_ids)] * block_size, strict=False)  # full blocks only
     dumps = pickle.dumps
     out: list[bytes] = []
