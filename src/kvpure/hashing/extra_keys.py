@@ -159,15 +159,45 @@ def resume_mm_index(profile: VllmHashProfile, request: HashRequest, start_token_
 def _uniform_extra_keys(
     profile: VllmHashProfile, request: HashRequest, start_token_idx: int, num_blocks: int
 ) -> list[ExtraKeys]:
-    """Without multimodal items or embeddings every block gets the same keys (LoRA or
-    nothing), except block 0, which also gets the cache salt: build them once."""
+    """The keys every block has without its multimodal items (embeddings excluded): the
+    LoRA key or nothing, plus the cache salt on block 0. Built once, shared by the blocks.
+    """
+    past_mm = len(request.mm_features)  # a multimodal scan that starts past the last item
     first, _ = generate_block_hash_extra_keys(
-        profile, request, start_token_idx, start_token_idx + 1, 0
+        profile, request, start_token_idx, start_token_idx + 1, past_mm
     )
     if start_token_idx != 0 or num_blocks == 1:
         return [first] * num_blocks
-    rest, _ = generate_block_hash_extra_keys(profile, request, 1, 2, 0)
+    rest, _ = generate_block_hash_extra_keys(profile, request, 1, 2, past_mm)
     return [first, *([rest] * (num_blocks - 1))]
+
+
+def _prompt_extra_keys_with_mm(
+    profile: VllmHashProfile, request: HashRequest, block_size: int, num_blocks: int
+) -> list[ExtraKeys]:
+    """A prompt's keys from token 0: the uniform keys, except where a multimodal item is.
+
+    Scanning from the first block, vLLM's multimodal index never skips an item, so a
+    block's multimodal keys are those of the items overlapping it; the scan is run from
+    the first such item for those blocks only.
+    """
+    result = _uniform_extra_keys(profile, request, 0, num_blocks)
+    features = request.mm_features
+    touched = sorted(
+        {
+            index
+            for feature in features
+            for index in range(feature.offset // block_size, (feature.end - 1) // block_size + 1)
+            if index < num_blocks
+        }
+    )
+    for index in touched:
+        start = index * block_size
+        first = _resume_first_overlapping(features, start)
+        result[index], _ = generate_block_hash_extra_keys(
+            profile, request, start, start + block_size, first
+        )
+    return result
 
 
 def extra_keys_for_blocks(
@@ -182,8 +212,11 @@ def extra_keys_for_blocks(
     This is one call of vLLM's request block hasher: the multimodal index
     starts by the profile's resume rule and carries from block to block.
     """
-    if not request.mm_features and request.prompt_embeds is None and num_blocks > 0:
-        return _uniform_extra_keys(profile, request, start_token_idx, num_blocks)
+    if request.prompt_embeds is None and num_blocks > 0:
+        if not request.mm_features:
+            return _uniform_extra_keys(profile, request, start_token_idx, num_blocks)
+        if start_token_idx == 0:
+            return _prompt_extra_keys_with_mm(profile, request, block_size, num_blocks)
     mm_idx = resume_mm_index(profile, request, start_token_idx)
     result: list[ExtraKeys] = []
     start = start_token_idx

@@ -220,6 +220,9 @@ def hash_token_blocks(
         _check_algo(algo_name)  # these raise the typed errors
         _check_sizes(token_ids, block_size, num_blocks)
     if not known:
+        if num_blocks == 1:  # decoding: vLLM's own expression, nothing around it
+            block = tuple(token_ids[:block_size])
+            return [_DIGEST_FNS[algo_name](pickle.dumps((parent, block, extra_keys[0]), 5))]
         return _pickle_chain(algo_name, parent, token_ids, block_size, extra_keys)
     if num_tokens <= _FEW_TOKENS:  # decoding: no whole-prompt setup
         return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extra_keys)
