@@ -27,8 +27,17 @@ from kvpure.block_table import (
 from kvpure.errors import (
     BlockTableRowOverflowError,
     InvalidFieldError,
+    KernelBlockSizeError,
+    KVPureError,
     KVPureValueError,
+    LayerWithoutGroupError,
+    LayerWithoutTensorError,
+    LayoutCannotExpressPageError,
+    PackedTensorMismatchError,
+    TensorSizeNotPageMultipleError,
     TokenPositionOutOfRangeError,
+    UnsupportedDtypeError,
+    UnsupportedViewError,
 )
 
 
@@ -260,3 +269,27 @@ def test_kernel_blocks_partition(ids: list[int], k: int) -> None:
     assert len(kernel) == len(ids) * k
     assert tuple(b // k for b in kernel) == tuple(b for b in ids for _ in range(k))
     assert tuple(b % k for b in kernel) == tuple(j for _ in ids for j in range(k))
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        BlockTableRowOverflowError(request_index=1, num_blocks=3, max_num_blocks_per_req=2),
+        TokenPositionOutOfRangeError(position=9, block_table_column=2, num_kernel_blocks=1),
+        UnsupportedDtypeError(dtype="qint8", direction="kvpure KVDtype"),
+        LayerWithoutTensorError(layer_name="l"),
+        LayerWithoutGroupError(layer_name="l", tensor_index=0),
+        TensorSizeNotPageMultipleError(layer_name="l", size_bytes=10, page_size_bytes=4),
+        PackedTensorMismatchError(layer_name="l", field="size", value=1, expected=2),
+        LayoutCannotExpressPageError(layer_name="l", layout="kv_first", reason="r"),
+        KernelBlockSizeError(layer_name="l", block_size=16, kernel_block_size=6),
+        UnsupportedViewError(layer_name="l", reason="r"),
+    ],
+)
+def test_gpu_area_errors_pickle_and_keep_their_inputs(err: KVPureError) -> None:
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert str(back) == str(err)
+    assert back.__dict__ == err.__dict__
+    if hasattr(err, "layer_name"):
+        assert "'l'" in str(err)
