@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kvpure.errors import (
     KernelBlockSizeError,
@@ -253,3 +255,75 @@ def test_views_on_meta_have_the_same_geometry() -> None:
         cpu.stride(),
         cpu.storage_offset(),
     )
+
+
+# --- property: memory follows the stride order, pages sit where the plan says ----
+
+_LAYOUTS_BLOCK_FIRST = [
+    KVCacheLayout.FLASH_ATTN_NHD,
+    KVCacheLayout.FLASH_ATTN_HND,
+    KVCacheLayout.MLA,
+]
+
+
+@st.composite
+def placed_geometries(
+    draw: st.DrawFn,
+) -> tuple[AttentionGeometry, int, Packing | None, int]:
+    layout = draw(st.sampled_from(_LAYOUTS_BLOCK_FIRST))
+    dtype = draw(st.sampled_from([torch.float32, torch.bfloat16, torch.int8]))
+    block_size = draw(st.sampled_from([1, 2, 4, 8]))
+    heads = 1 if layout is KVCacheLayout.MLA else draw(st.integers(1, 3))
+    head_size = draw(st.integers(1, 6))
+    g = _attn(layout, dtype=dtype, block_size=block_size, heads=heads, head_size=head_size)
+    padding = draw(st.integers(0, 3)) * dtype.itemsize
+    g = AttentionGeometry(
+        layer_name=g.layer_name,
+        layout=g.layout,
+        dtype=g.dtype,
+        block_size=g.block_size,
+        storage_block_size=g.storage_block_size,
+        num_kv_heads=g.num_kv_heads,
+        head_size=g.head_size,
+        data_bytes=g.data_bytes,
+        page_size_bytes=g.data_bytes + padding,
+    )
+    num_blocks = draw(st.integers(1, 4))
+    packing = None
+    if draw(st.booleans()):
+        before = draw(st.integers(0, 2)) * 4 * dtype.itemsize
+        after = draw(st.integers(0, 2)) * dtype.itemsize
+        packing = Packing(
+            offset_bytes=before, block_stride_bytes=before + g.page_size_bytes + after
+        )
+    kernel = block_size
+    if padding == 0 and packing is None:
+        kernel = draw(st.sampled_from([d for d in (1, 2, 4, 8) if block_size % d == 0]))
+    return g, num_blocks, packing, kernel
+
+
+@given(placed_geometries())
+def test_views_put_each_block_where_the_plan_says(
+    case: tuple[AttentionGeometry, int, Packing | None, int],
+) -> None:
+    g, num_blocks, packing, kernel = case
+    stride = packing.block_stride_bytes if packing is not None else g.page_size_bytes
+    base = packing.offset_bytes if packing is not None else 0
+    raw = torch.zeros(num_blocks * stride, dtype=torch.int8)
+    view = attention_view(raw, g, kernel_block_size=kernel, packing=packing)
+    split = g.block_size // kernel
+    assert view.shape[0] == num_blocks * split
+    assert _same_storage(view, raw)
+    values = torch.arange(1, view.numel() + 1).remainder(100).add(1).to(g.dtype)
+    view.copy_(values.view(view.shape))
+    block_order = [o - 1 for o in g.layout.stride_order[1:]]
+    for b in range(num_blocks):
+        page = raw[b * stride + base : b * stride + base + g.data_bytes].view(g.dtype)
+        expected = torch.cat(
+            [view[b * split + j].permute(*block_order).contiguous().flatten() for j in range(split)]
+        )
+        assert torch.equal(page, expected)
+        # Bytes outside the block's data (padding, other packed layers) stay zero.
+        row = raw[b * stride : (b + 1) * stride]
+        assert not bool(row[:base].any())
+        assert not bool(row[base + g.data_bytes :].any())

@@ -20,7 +20,8 @@ class KVCacheLayout(enum.Enum):
       order ``(0, 2, 1, 3)``: memory is ``[blocks, tokens, heads, K|V]``.
     - ``FLASH_ATTN_HND``: the same shape, memory in that order (identity).
     - ``KV_FIRST``: the older ``(2, num_blocks, block_size, num_kv_heads,
-      head_size)``, K for every block, then V (ROCm's ``rocm_attn`` today).
+      head_size)``, K for every block, then V: FlashAttention before vLLM 0.26,
+      ROCm's ``rocm_attn`` (``RocmAttentionBackend``) today.
     - ``MLA``: vLLM's MLA common backend, ``(num_blocks, block_size,
       head_size)``, one latent vector per token.
     """
@@ -59,7 +60,7 @@ class KVCacheLayout(enum.Enum):
 _BACKEND_NAMES = {
     KVCacheLayout.FLASH_ATTN_NHD: "FlashAttentionBackend",
     KVCacheLayout.FLASH_ATTN_HND: "FlashAttentionBackend",
-    KVCacheLayout.KV_FIRST: "KVFirstBackend",
+    KVCacheLayout.KV_FIRST: "RocmAttentionBackend",
     KVCacheLayout.MLA: "MLACommonBackend",
 }
 
