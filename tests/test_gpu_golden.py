@@ -104,3 +104,26 @@ def test_every_planned_layer_has_a_view_and_none_copies(scenario: str) -> None:
         raw = kv.buffers.buffers[got.buffer_index]
         for view in got.views:
             assert view.untyped_storage().data_ptr() == raw.untyped_storage().data_ptr()
+
+
+def _planned_configs() -> list[tuple[str, int]]:
+    cases: list[tuple[str, int]] = []
+    for path in sorted(GOLDEN_026.glob("*.json")):
+        body = json.loads(path.read_text())
+        if isinstance(body.get("output"), list):
+            cases.extend((path.stem, w) for w in range(len(body["output"])))
+    return cases
+
+
+@pytest.mark.parametrize(("case", "worker"), _planned_configs())
+def test_every_planning_golden_materialises_on_meta(case: str, worker: int) -> None:
+    body = json.loads((GOLDEN_026 / f"{case}.json").read_text())
+    config = kv_cache_config_from_json(body["output"][worker])
+    kv = materialize_kv_cache(config, "meta")
+    expected = {name for g in config.kv_cache_groups for name in g.layer_names}
+    assert set(kv.layers) == expected
+    for layer in kv.layers.values():
+        assert layer.views
+        for view in layer.views:
+            assert view.device.type == "meta"
+            assert view.shape[0] == config.num_blocks  # default kernel block = block size
