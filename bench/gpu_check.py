@@ -8,13 +8,14 @@ machine with a GPU::
 For a Llama-3-8B-like, a Gemma-3-like and a Mamba-hybrid model it plans the
 KV cache with kvpure's planner on 90% of the free GPU memory
 (``torch.cuda.mem_get_info``), materialises it, writes a distinct value
-through every layer's view (first, middle and last block), reads it back through the view and through the raw
-bytes where the page must lie, checks the views that alias it see the write
-and all other memory stays zero, checks that no view copied (same storage,
-data pointer inside the buffer, allocator growth equal to the buffers), and
-times the materialisation against one ``torch.zeros`` of the same total size.
-It prints a table and exits non-zero on any failure. Without CUDA it says so
-and runs the same checks on small plans on the CPU, then exits 0 if they pass.
+through every layer's view (first, middle and last block), reads it back
+through the view and through the raw bytes where the page must lie, checks
+that the views aliasing it see the write and all other memory stays zero,
+checks that no view copied (same storage, data pointer inside the buffer,
+allocator growth equal to the buffers), and times the materialisation
+against one ``torch.zeros`` of the same total size. It prints a table and
+exits non-zero on any failure. Without CUDA it says so, runs the same checks
+on small plans on the CPU, and exits 0 if they pass.
 """
 
 from __future__ import annotations
