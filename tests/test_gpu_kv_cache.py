@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from kvpure.errors import (
+    DeviceUnavailableError,
     InvalidFieldError,
     KVCacheLayoutError,
     LayerWithoutGroupError,
@@ -108,6 +109,18 @@ def test_allocation_is_one_zeroed_int8_buffer_per_tensor() -> None:
     assert buffers.total_bytes == 6 * page
     empty = allocate_kv_cache_buffers(config, "cpu", zero_fill=False)
     assert [b.numel() for b in empty.buffers] == [3 * page, 3 * page]
+
+
+def test_unavailable_device_is_a_typed_error() -> None:
+    spec = _full()
+    config = _config(1, [(spec.page_size_bytes, ("a",))], [(("a",), spec)])
+    with pytest.raises(DeviceUnavailableError) as info:
+        allocate_kv_cache_buffers(config, "xpu")
+    assert info.value.device == "xpu"
+    assert isinstance(info.value, RuntimeError)
+    if not torch.cuda.is_available():  # the default device is cuda
+        with pytest.raises(DeviceUnavailableError, match="'cuda'"):
+            materialize_kv_cache(config)
 
 
 def test_packed_tensors_share_one_buffer() -> None:

@@ -404,6 +404,17 @@ class KernelBlockSizeError(KVCacheLayoutError):
         self.kernel_block_size = kernel_block_size
 
 
+class DeviceUnavailableError(KVPureRuntimeError):
+    """The device asked for (``cuda`` by default) is not available on this machine."""
+
+    def __init__(self, *, device: str) -> None:
+        super().__init__(
+            f"device {device!r} is not available here; pass device='cpu' or device='meta' "
+            "(no memory is touched on meta) or run on a machine with that device"
+        )
+        self.device = device
+
+
 class UnsupportedViewError(KVPureNotImplementedError):
     """kvpure_gpu has no view for this spec (a kind of spec or quantisation vLLM lays out
     with backend-specific code)."""

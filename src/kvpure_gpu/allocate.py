@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 import torch
 
-from kvpure.errors import PackedTensorMismatchError
+from kvpure.errors import DeviceUnavailableError, PackedTensorMismatchError
 from kvpure.plan import KVCacheConfig
 
 DeviceLike = torch.device | str | int
@@ -47,6 +47,16 @@ class KVCacheBuffers:
         return self.buffers[self.layer_buffer_index[layer_name]]
 
 
+def require_device(device: torch.device) -> None:
+    """Raise :class:`DeviceUnavailableError` unless ``device``'s backend is available."""
+    if device.type in ("cpu", "meta"):
+        return
+    backend = getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if callable(is_available) and not is_available():
+        raise DeviceUnavailableError(device=str(device))
+
+
 def allocate_kv_cache_buffers(
     kv_cache_config: KVCacheConfig,
     device: DeviceLike = "cuda",
@@ -55,6 +65,7 @@ def allocate_kv_cache_buffers(
 ) -> KVCacheBuffers:
     """Allocate the raw int8 buffers ``kv_cache_config`` describes on ``device``."""
     dev = torch.device(device)
+    require_device(dev)
     make = torch.zeros if zero_fill else torch.empty
     buffers: list[torch.Tensor] = []
     tensor_index: list[int] = []
