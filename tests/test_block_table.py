@@ -26,6 +26,7 @@ from kvpure.block_table import (
 )
 from kvpure.errors import (
     BlockTableRowOverflowError,
+    DeviceUnavailableError,
     InvalidFieldError,
     KernelBlockSizeError,
     KVPureError,
@@ -284,6 +285,7 @@ def test_kernel_blocks_partition(ids: list[int], k: int) -> None:
         LayoutCannotExpressPageError(layer_name="l", layout="kv_first", reason="r"),
         KernelBlockSizeError(layer_name="l", block_size=16, kernel_block_size=6),
         UnsupportedViewError(layer_name="l", reason="r"),
+        DeviceUnavailableError(device="cuda"),
     ],
 )
 def test_gpu_area_errors_pickle_and_keep_their_inputs(err: KVPureError) -> None:
