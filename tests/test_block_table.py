@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from kvpure.block_table import (
     PAD_SLOT_ID,
     BlockTableLayout,
+    MultipleOf,
     batch_token_positions,
     block_table_rows,
     block_table_width,
     compute_slot_mapping,
     map_to_kernel_blocks,
+    select_common_block_size,
     slot_for_position,
 )
 from kvpure.errors import (
@@ -34,6 +36,7 @@ from kvpure.errors import (
     LayerWithoutGroupError,
     LayerWithoutTensorError,
     LayoutCannotExpressPageError,
+    NoCommonKernelBlockSizeError,
     PackedTensorMismatchError,
     TensorSizeNotPageMultipleError,
     TokenPositionOutOfRangeError,
@@ -286,6 +289,7 @@ def test_kernel_blocks_partition(ids: list[int], k: int) -> None:
         KernelBlockSizeError(layer_name="l", block_size=16, kernel_block_size=6),
         UnsupportedViewError(layer_name="l", reason="r"),
         DeviceUnavailableError(device="cuda"),
+        NoCommonKernelBlockSizeError(block_size=8),
     ],
 )
 def test_gpu_area_errors_pickle_and_keep_their_inputs(err: KVPureError) -> None:
@@ -295,3 +299,32 @@ def test_gpu_area_errors_pickle_and_keep_their_inputs(err: KVPureError) -> None:
     assert back.__dict__ == err.__dict__
     if hasattr(err, "layer_name"):
         assert "'l'" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("block_size", "backends", "expected"),
+    [
+        (16, [[MultipleOf(base=16)]], 16),
+        (528, [[MultipleOf(base=16)]], 528),  # the Mamba-hybrid attention block
+        (128, [[MultipleOf(base=16)], [64]], 64),  # FlashMLA-style fixed 64 with FA
+        (96, [[32, 16], [MultipleOf(base=16)]], 32),  # largest fixed size that fits all
+        (64, [], 64),  # no attention backend (a Mamba group)
+    ],
+)
+def test_select_common_block_size(
+    block_size: int, backends: list[list[int | MultipleOf]], expected: int
+) -> None:
+    assert select_common_block_size(block_size, backends) == expected
+
+
+@pytest.mark.parametrize(
+    ("block_size", "backends"),
+    [(8, [[MultipleOf(base=16)]]), (32, [[MultipleOf(base=16)], [64]])],
+)
+def test_no_common_kernel_block_size_is_typed(
+    block_size: int, backends: list[list[int | MultipleOf]]
+) -> None:
+    with pytest.raises(NoCommonKernelBlockSizeError) as info:
+        select_common_block_size(block_size, backends)
+    assert info.value.block_size == block_size
+    assert isinstance(info.value, ValueError)

@@ -16,7 +16,7 @@ import torch
 
 from kvpure.interop.spec_json import parse_kv_cache_spec
 from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
-from kvpure_gpu import KVCache, materialize_kv_cache
+from kvpure_gpu import KVCache, materialize_kv_cache, select_kernel_block_sizes
 from tests.conftest import GOLDEN_026
 
 GOLDEN = json.loads((GOLDEN_026 / "tensor_views.json").read_text())
@@ -127,3 +127,9 @@ def test_every_planning_golden_materialises_on_meta(case: str, worker: int) -> N
         for view in layer.views:
             assert view.device.type == "meta"
             assert view.shape[0] == config.num_blocks  # default kernel block = block size
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_kernel_block_sizes_are_vllms_selection(scenario: str) -> None:
+    config = kv_cache_config_from_json(SCENARIOS[scenario]["kv_cache_config"])
+    assert list(select_kernel_block_sizes(config)) == SCENARIOS[scenario]["kernel_block_sizes"]

@@ -18,6 +18,7 @@ from kvpure.errors import (
     LayerWithoutGroupError,
     LayerWithoutTensorError,
     LayoutCannotExpressPageError,
+    NoCommonKernelBlockSizeError,
     PackedTensorMismatchError,
     TensorSizeNotPageMultipleError,
     UnsupportedDtypeError,
@@ -40,6 +41,7 @@ from kvpure_gpu import (
     allocate_kv_cache_buffers,
     from_torch_dtype,
     materialize_kv_cache,
+    select_kernel_block_sizes,
     to_torch_dtype,
 )
 
@@ -366,3 +368,18 @@ def test_compressed_and_fp8_ds_mla_views() -> None:
     assert kv.layers["c"].kernel_block_size == 16
     assert tuple(d.shape) == (3, 64, 656)
     assert d.dtype == torch.uint8
+
+
+def test_kernel_block_selection_over_a_plan() -> None:
+    mamba = MambaSpec(block_size=256, shapes=((4, 4),), dtypes=(KVDtype.FLOAT32,))
+    fa = _full(block_size=32)
+    config = _config(
+        1,
+        [(fa.page_size_bytes, ("attn",)), (mamba.page_size_bytes, ("m",))],
+        [(("attn",), fa), (("m",), mamba)],
+    )
+    assert select_kernel_block_sizes(config) == (32, 256)
+    small = _full(block_size=8)  # FlashAttention needs a multiple of 16
+    bad = _config(1, [(small.page_size_bytes, ("a",))], [(("a",), small)])
+    with pytest.raises(NoCommonKernelBlockSizeError):
+        select_kernel_block_sizes(bad)

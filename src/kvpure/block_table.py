@@ -25,6 +25,7 @@ from typing import Final
 from kvpure.errors import (
     BlockTableRowOverflowError,
     InvalidFieldError,
+    NoCommonKernelBlockSizeError,
     TokenPositionOutOfRangeError,
 )
 
@@ -226,3 +227,41 @@ def batch_token_positions(
         req_indices.extend([req] * count)
         positions.extend(range(start, start + count))
     return tuple(req_indices), tuple(positions)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MultipleOf:
+    """A backend supports every kernel block size that is a multiple of ``base``."""
+
+    base: int
+
+    def __post_init__(self) -> None:
+        _require_positive("base", self.base)
+
+
+SupportedKernelBlockSizes = Sequence[int | MultipleOf]
+"""What one attention backend accepts as kernel block sizes (vLLM's
+``get_supported_kernel_block_sizes``)."""
+
+
+def _supports(sizes: SupportedKernelBlockSizes, block_size: int) -> bool:
+    return any(block_size == s if isinstance(s, int) else block_size % s.base == 0 for s in sizes)
+
+
+def select_common_block_size(
+    kv_manager_block_size: int, backends: Sequence[SupportedKernelBlockSizes]
+) -> int:
+    """The kernel block size for a KV-cache group, as vLLM's ``select_common_block_size``.
+
+    The manager's block size if every backend supports it; otherwise the
+    largest fixed size (an ``int`` some backend lists) that divides it and
+    every backend supports; otherwise :class:`NoCommonKernelBlockSizeError`.
+    """
+    _require_positive("kv_manager_block_size", kv_manager_block_size)
+    if all(_supports(sizes, kv_manager_block_size) for sizes in backends):
+        return kv_manager_block_size
+    fixed = sorted({s for sizes in backends for s in sizes if isinstance(s, int)}, reverse=True)
+    for size in fixed:
+        if kv_manager_block_size % size == 0 and all(_supports(b, size) for b in backends):
+            return size
+    raise NoCommonKernelBlockSizeError(block_size=kv_manager_block_size)

@@ -306,6 +306,18 @@ class TokenPositionOutOfRangeError(KVPureValueError):
         self.num_kernel_blocks = num_kernel_blocks
 
 
+class NoCommonKernelBlockSizeError(KVPureValueError):
+    """No kernel block size divides the manager's block size and suits every backend."""
+
+    def __init__(self, *, block_size: int) -> None:
+        super().__init__(
+            f"no kernel block size that divides the block size {block_size} tokens is "
+            "supported by every attention backend of the group; choose a block size the "
+            "backends support (FlashAttention: a multiple of 16)"
+        )
+        self.block_size = block_size
+
+
 class UnsupportedDtypeError(KVPureValueError):
     """A dtype has no counterpart on the other side (kvpure KVDtype <-> torch.dtype)."""
 

@@ -30,6 +30,7 @@ from kvpure_gpu.kv_cache import (
     default_layout,
     mamba_geometry,
     materialize_kv_cache,
+    select_kernel_block_sizes,
 )
 from kvpure_gpu.layouts import KVCacheLayout
 from kvpure_gpu.views import (
@@ -63,6 +64,7 @@ __all__ = [
     "mamba_geometry",
     "mamba_state_views",
     "materialize_kv_cache",
+    "select_kernel_block_sizes",
     "slot_mapping_tensor",
     "to_torch_dtype",
 ]

@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 import torch
 
-from kvpure.block_table import BlockTableLayout
+from kvpure.block_table import BlockTableLayout, select_common_block_size
 from kvpure.errors import (
     InvalidFieldError,
     LayerWithoutGroupError,
@@ -174,6 +174,36 @@ def _layer_specs(config: KVCacheConfig) -> list[tuple[str, int, KVCacheSpec]]:
             )
             out.append((name, index, layer_spec))
     return out
+
+
+def select_kernel_block_sizes(
+    kv_cache_config: KVCacheConfig,
+    *,
+    attention_layout: KVCacheLayout = KVCacheLayout.FLASH_ATTN_NHD,
+    layouts: Mapping[str, KVCacheLayout] | None = None,
+) -> tuple[int, ...]:
+    """One kernel block size per group, as vLLM's ``prepare_kernel_block_sizes``.
+
+    Attention groups take :func:`kvpure.block_table.select_common_block_size`
+    over their layers' layouts; Mamba and encoder-only groups keep their
+    block size.
+    """
+    overrides = layouts if layouts is not None else {}
+    sizes = []
+    for group in kv_cache_config.kv_cache_groups:
+        spec = group.kv_cache_spec
+        supported = []
+        for name in group.layer_names:
+            layer_spec = (
+                spec.kv_cache_specs[name] if isinstance(spec, UniformTypeKVCacheSpecs) else spec
+            )
+            if isinstance(layer_spec, AttentionSpec) and not isinstance(
+                layer_spec, EncoderOnlyAttentionSpec
+            ):
+                layout = overrides.get(name, default_layout(layer_spec, attention_layout))
+                supported.append(layout.supported_kernel_block_sizes)
+        sizes.append(select_common_block_size(spec.block_size, supported))
+    return tuple(sizes)
 
 
 def bind_kv_cache_views(

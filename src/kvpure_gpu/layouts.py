@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from kvpure.block_table import MultipleOf
+
 
 class KVCacheLayout(enum.Enum):
     """How one attention layer's pages are shaped.
@@ -42,6 +44,11 @@ class KVCacheLayout(enum.Enum):
         return _STRIDE_ORDERS[self]
 
     @property
+    def supported_kernel_block_sizes(self) -> tuple[int | MultipleOf, ...]:
+        """Kernel block sizes the backend accepts (FlashAttention: multiples of 16)."""
+        return _SUPPORTED_KERNEL_BLOCK_SIZES[self]
+
+    @property
     def block_dim(self) -> int:
         """The logical dimension that indexes blocks."""
         return 1 if self is KVCacheLayout.KV_FIRST else 0
@@ -62,6 +69,13 @@ _BACKEND_NAMES = {
     KVCacheLayout.FLASH_ATTN_HND: "FlashAttentionBackend",
     KVCacheLayout.KV_FIRST: "RocmAttentionBackend",
     KVCacheLayout.MLA: "MLACommonBackend",
+}
+
+_SUPPORTED_KERNEL_BLOCK_SIZES: dict[KVCacheLayout, tuple[int | MultipleOf, ...]] = {
+    KVCacheLayout.FLASH_ATTN_NHD: (MultipleOf(base=16),),
+    KVCacheLayout.FLASH_ATTN_HND: (MultipleOf(base=16),),
+    KVCacheLayout.KV_FIRST: (MultipleOf(base=16),),
+    KVCacheLayout.MLA: (MultipleOf(base=1),),
 }
 
 _STRIDE_ORDERS = {
