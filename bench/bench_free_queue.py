@@ -13,7 +13,8 @@ Each line prints the kvpure figure, the baseline figure and kvpure/baseline:
 for operations that is the time ratio (ops/s are printed; ratio = baseline
 ops/s / kvpure ops/s, <= 1.0 means kvpure is at least as fast), for builds the
 time or the traced memory. Timed sections run with the garbage collector off,
-as ``timeit`` does; each figure is the best of a few rounds.
+as ``timeit`` does; each figure is the best of 7 rounds (2 for 10M
+blocks), the two implementations taking turns so both see the same load.
 
 Run: ``python bench/bench_free_queue.py`` (``--quick`` for a smaller run).
 """
@@ -153,7 +154,7 @@ class BaselineQueue:
 
 QUEUE_BLOCKS = 1_000_000
 BATCH = 64
-ROUNDS = 3
+ROUNDS = 7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,13 +244,17 @@ def _keep_fresh(holder: list[tuple[list[Any], Any]], impl: Impl, n: int) -> None
     holder.append(_fresh(impl, n))
 
 
-def bench_build(impl: Impl, n: int, rounds: int) -> tuple[float, int]:
-    """Best seconds to build n blocks and their queue, and the traced bytes they hold."""
-    seconds = float("inf")
-    for _ in range(rounds):
-        holder: list[tuple[list[Any], Any]] = []
-        seconds = min(seconds, _timed(partial(_keep_fresh, holder, impl, n)))
-        holder.clear()
+def build_seconds(impl: Impl, n: int) -> float:
+    """Seconds to build n blocks and their queue (one round)."""
+    holder: list[tuple[list[Any], Any]] = []
+    seconds = _timed(partial(_keep_fresh, holder, impl, n))
+    holder.clear()
+    gc.collect()
+    return seconds
+
+
+def build_bytes(impl: Impl, n: int) -> int:
+    """The bytes (tracemalloc) that n blocks and their queue hold once built."""
     gc.collect()
     tracemalloc.start()
     try:
@@ -259,7 +264,7 @@ def bench_build(impl: Impl, n: int, rounds: int) -> tuple[float, int]:
         tracemalloc.stop()
     del built
     gc.collect()
-    return seconds, held_bytes
+    return held_bytes
 
 
 def _rows() -> Iterator[tuple[str, str, str, float]]:
@@ -277,9 +282,13 @@ def _rows() -> Iterator[tuple[str, str, str, float]]:
             f"{1 / theirs[name]:,.0f}",
             seconds / theirs[name],
         )
-    for size, rounds in ((n, 3), (10 * n, 1)):
-        our_s, our_bytes = bench_build(KVPURE, size, rounds)
-        their_s, their_bytes = bench_build(BASELINE, size, rounds)
+    for size, rounds in ((n, ROUNDS), (10 * n, 2)):
+        our_s = their_s = float("inf")
+        for _ in range(rounds):  # interleaved too
+            our_s = min(our_s, build_seconds(KVPURE, size))
+            their_s = min(their_s, build_seconds(BASELINE, size))
+        our_bytes = build_bytes(KVPURE, size)
+        their_bytes = build_bytes(BASELINE, size)
         yield (
             f"build {size:,} blocks + queue (s)",
             f"{our_s:.3f}",

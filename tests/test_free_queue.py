@@ -329,3 +329,15 @@ def test_errors_pickle(error: KVPureError) -> None:
     assert type(again) is type(error)
     assert str(again) == str(error)
     assert again.__dict__ == error.__dict__
+
+
+def test_vllm_sentinel_names() -> None:
+    blocks, queue = _queue(3)
+    head, tail = queue.fake_free_list_head, queue.fake_free_list_tail
+    assert head.block_id == tail.block_id == -1
+    assert head.next_free_block is blocks[0]
+    assert tail.prev_free_block is blocks[2]
+    assert blocks[0].prev_free_block is head
+    assert blocks[2].next_free_block is tail
+    empty = FreeKVCacheBlockQueue([])
+    assert empty.fake_free_list_head.next_free_block is empty.fake_free_list_tail

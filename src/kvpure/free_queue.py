@@ -1,24 +1,13 @@
 """The imperative shell: KV-cache blocks and their O(1) free block queue.
 
-This is the one mutable piece of kvpure. :class:`KVCacheBlock` is a block's
-metadata (id, reference count, block hash, null flag) and doubles as a node of
-an intrusive doubly linked list; :class:`FreeKVCacheBlockQueue` threads the free
-blocks through those links, so that every operation is O(1) per block and
-allocates nothing but the lists it returns.
-
-Order is vLLM's: a new queue holds the blocks in the order given (block-id
-order, as vLLM builds it); ``popleft`` takes from the front (the next block to
-evict), ``append``/``append_n`` put blocks at the back (most recently used),
-and ``prepend_n([a, b])`` puts ``a`` first, then ``b``, then the old front.
-The pool frees a request's blocks reversed, so the tail of a block chain is
-evicted first; that lives outside this module.
-
-Unlike vLLM, misuse is caught in O(1) and raises a typed error that leaves the
-queue and every block exactly as they were: popping more blocks than are free,
-removing a block that is not queued, adding a block that already is queued
-(vLLM silently corrupts its list there), or passing a block that belongs to a
-different queue. Each block records its owning queue in one slot, so each
-check is a single slot read.
+:class:`KVCacheBlock` is a block's metadata and a node of an intrusive doubly
+linked list; :class:`FreeKVCacheBlockQueue` threads the free blocks through
+those links: O(1) per block, no allocation but the lists it returns. The order
+is vLLM's: the given order at first, ``popleft`` from the front (next to
+evict), ``append``/``append_n`` at the back, ``prepend_n([a, b])`` puts ``a``
+first. Unlike vLLM, misuse (popping too many, removing an unqueued block,
+adding a queued one, a block of another queue) is caught by one slot read and
+raises a typed error that leaves the queue and its blocks as they were.
 """
 
 from __future__ import annotations
@@ -221,6 +210,20 @@ class FreeKVCacheBlockQueue:
     def num_free_blocks(self) -> int:
         """How many blocks are in the queue."""
         return self._num_free_blocks
+
+    @property
+    def fake_free_list_head(self) -> KVCacheBlock:
+        """The sentinel (block_id -1); its ``next_free_block`` is the front block.
+
+        vLLM has a fake head and a fake tail; here both names give the one
+        sentinel of the ring, so vLLM code that reads them keeps working.
+        """
+        return self._root
+
+    @property
+    def fake_free_list_tail(self) -> KVCacheBlock:
+        """The sentinel (block_id -1); its ``prev_free_block`` is the back block."""
+        return self._root
 
     def __repr__(self) -> str:
         return f"FreeKVCacheBlockQueue(num_free_blocks={self._num_free_blocks})"
