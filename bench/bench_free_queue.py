@@ -12,7 +12,8 @@ every misuse detected).
 Each line prints the kvpure figure, the baseline figure and kvpure/baseline:
 for operations that is the time ratio (ops/s are printed; ratio = baseline
 ops/s / kvpure ops/s, <= 1.0 means kvpure is at least as fast), for builds the
-time or the traced memory. Timed sections run with the garbage collector off,
+time or the traced memory. Times are the process's CPU time (so other jobs on
+a shared machine count less), with the garbage collector off in timed sections
 as ``timeit`` does; each figure is the best of 7 rounds (2 for 10M
 blocks), the two implementations taking turns so both see the same load.
 
@@ -172,9 +173,9 @@ def _timed(run: Callable[[], object]) -> float:
     gc.collect()
     gc.disable()
     try:
-        start = time.perf_counter()
+        start = time.process_time()
         run()
-        return time.perf_counter() - start
+        return time.process_time() - start
     finally:
         gc.enable()
 

@@ -58,13 +58,14 @@ class KVCacheBlock:
     stores both, and a block costs six slots.
     """
 
-    __slots__ = (
-        "_hash_entry",
+    # Hot links first, next to the object header (one cache line with the refcount).
+    __slots__ = (  # noqa: RUF023  # order is layout: the hot slots first
+        "prev_free_block",
+        "next_free_block",
         "_queue",
         "block_id",
-        "next_free_block",
-        "prev_free_block",
         "ref_cnt",
+        "_hash_entry",
     )
 
     block_id: int
