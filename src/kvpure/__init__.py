@@ -192,6 +192,33 @@ __all__ += [
 
 # --- free block queue ------------------------------------------------------
 # (the free-queue area re-exports its public names here)
+from kvpure.errors import (
+    BlockAlreadyQueuedError,
+    BlockHashAlreadySetError,
+    BlockInOtherQueueError,
+    BlockNotQueuedError,
+    FreeBlockQueueMisuseError,
+    NoFreeBlocksError,
+    NotEnoughFreeBlocksError,
+)
+from kvpure.free_queue import (
+    FreeKVCacheBlockQueue,
+    KVCacheBlock,
+    KVCacheBlockCopy,
+)
+
+__all__ += [
+    "BlockAlreadyQueuedError",
+    "BlockHashAlreadySetError",
+    "BlockInOtherQueueError",
+    "BlockNotQueuedError",
+    "FreeBlockQueueMisuseError",
+    "FreeKVCacheBlockQueue",
+    "KVCacheBlock",
+    "KVCacheBlockCopy",
+    "NoFreeBlocksError",
+    "NotEnoughFreeBlocksError",
+]
 
 
 # --- model configs and reports ---------------------------------------------

@@ -351,6 +351,70 @@ def format_gib(num_bytes: int) -> str:
 # (owned by the free-queue area)
 
 
+class BlockHashAlreadySetError(KVPureValueError):
+    """``set_block_hash`` was called on a block that already carries a hash.
+
+    vLLM asserts here. ``block_id`` names the block; call ``reset_hash()``
+    first (the pool does so when it evicts the block).
+    """
+
+    def __init__(self, *, block_id: int, reason: str) -> None:
+        super().__init__(f"block {block_id}: {reason}")
+        self.block_id = block_id
+        self.reason = reason
+
+
+class NotEnoughFreeBlocksError(KVPureValueError):
+    """More blocks were popped than the free block queue holds.
+
+    ``num_requested`` blocks were asked for, ``num_free_blocks`` were free.
+    """
+
+    def __init__(self, *, num_requested: int, num_free_blocks: int) -> None:
+        super().__init__(
+            f"popleft_n({num_requested}) asks for {num_requested} blocks but only "
+            f"{num_free_blocks} free blocks are in the queue; pop at most "
+            f"{num_free_blocks} blocks or free some first"
+        )
+        self.num_requested = num_requested
+        self.num_free_blocks = num_free_blocks
+
+
+class NoFreeBlocksError(NotEnoughFreeBlocksError):
+    """``popleft()`` on an empty free block queue (vLLM's ValueError message)."""
+
+    def __init__(self) -> None:
+        KVPureValueError.__init__(self, "No free blocks available")
+        self.num_requested = 1
+        self.num_free_blocks = 0
+
+
+class FreeBlockQueueMisuseError(KVPureRuntimeError):
+    """A block was given to a free block queue operation it does not fit.
+
+    ``operation`` names the queue method, ``block_id`` the block, and
+    ``reason`` says what is wrong with it. The queue is left unchanged.
+    """
+
+    def __init__(self, *, operation: str, block_id: int, reason: str) -> None:
+        super().__init__(f"{operation}() called on block {block_id}: {reason}")
+        self.operation = operation
+        self.block_id = block_id
+        self.reason = reason
+
+
+class BlockNotQueuedError(FreeBlockQueueMisuseError):
+    """``remove()`` of a block that is in no free block queue (vLLM: RuntimeError)."""
+
+
+class BlockAlreadyQueuedError(FreeBlockQueueMisuseError):
+    """A block that already is in this queue (or twice in one batch) was added again."""
+
+
+class BlockInOtherQueueError(FreeBlockQueueMisuseError):
+    """A block that is linked into a different free block queue was passed."""
+
+
 # ---------------------------------------------------------------------------
 # GPU adapter errors
 # ---------------------------------------------------------------------------
