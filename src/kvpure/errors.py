@@ -161,16 +161,422 @@ class CborEncodeError(KVPureValueError):
 # (owned by the planning area)
 
 
+class SpecMergeError(KVPureValueError):
+    """Layer specs cannot share one KV cache group (vLLM: AssertionError in merge).
+
+    ``spec_types`` names the spec classes involved and ``reason`` says which
+    fields disagree.
+    """
+
+    def __init__(self, *, reason: str, spec_types: tuple[str, ...]) -> None:
+        super().__init__(f"{reason} (spec types: {', '.join(spec_types)})")
+        self.reason = reason
+        self.spec_types = spec_types
+
+
+class WindowSizeMismatchError(KVPureValueError):
+    """Layers of one group declare different windows or chunk sizes (vLLM: ValueError)."""
+
+    def __init__(self, *, field: str, sizes: tuple[int, ...]) -> None:
+        super().__init__(
+            "All attention layers in the same KV cache group must have the same "
+            f"window size. Got {field} values {list(sizes)} (tokens); give every layer "
+            "of the group the same value or keep the hybrid KV cache manager on."
+        )
+        self.field = field
+        self.sizes = sizes
+
+
+class UnregisteredSpecError(KVPureValueError):
+    """A layer's spec type has no KV cache manager (vLLM: ValueError from the registry)."""
+
+    def __init__(self, *, layer_name: str, spec_type: str) -> None:
+        super().__init__(
+            f"Unsupported KV cache spec type for layer {layer_name}: {spec_type}. "
+            "Only registered spec types can be planned (encoder-only layers are "
+            "added by the model runner after planning)."
+        )
+        self.layer_name = layer_name
+        self.spec_type = spec_type
+
+
+class WorkerSpecMismatchError(KVPureValueError):
+    """The same layer has different specs on two workers (vLLM: AssertionError)."""
+
+    def __init__(self, *, layer_name: str, first_worker: int, other_worker: int) -> None:
+        super().__init__(
+            f"The KV cache specs for layer {layer_name} differ between worker "
+            f"{first_worker} and worker {other_worker}. This is not supported: every "
+            "worker must declare the same spec for a layer it shares."
+        )
+        self.layer_name = layer_name
+        self.first_worker = first_worker
+        self.other_worker = other_worker
+
+
+class PageSizeUnificationError(KVPureNotImplementedError):
+    """A layer's page cannot be scaled or padded to the largest page (vLLM: NotImplementedError)."""
+
+    def __init__(self, *, layer_name: str, page_size_bytes: int, max_page_size_bytes: int) -> None:
+        super().__init__(
+            f"Layer {layer_name}: page size is not divisible by the maximum page size "
+            "and cannot be padded. Padding is only supported for attention layers whose "
+            "backend indexes KV pages by the block stride (indexes_kv_by_block_stride "
+            "is True)."
+        )
+        self.layer_name = layer_name
+        self.page_size_bytes = page_size_bytes
+        self.max_page_size_bytes = max_page_size_bytes
+
+
+class HybridUnificationError(KVPureValueError):
+    """With the hybrid manager disabled, the specs could not be made one type (vLLM: ValueError)."""
+
+    def __init__(self, *, spec_types: tuple[str, ...]) -> None:
+        super().__init__(
+            "Hybrid KV cache manager is disabled but failed to convert the KV cache "
+            f"specs to one unified type. (spec types: {', '.join(spec_types)}; enable the "
+            "hybrid KV cache manager for this model)"
+        )
+        self.spec_types = spec_types
+
+
+class NoKVCacheMemoryError(KVPureValueError):
+    """A worker has no memory at all for KV cache blocks (vLLM: ValueError)."""
+
+    def __init__(self, *, available_bytes: int) -> None:
+        super().__init__(
+            "No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine (this flag also "
+            "controls CPU memory reservation on the CPU backend, despite its name). See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+            "details."
+        )
+        self.available_bytes = available_bytes
+
+
+class InsufficientKVCacheMemoryError(KVPureValueError):
+    """One request of max_model_len tokens does not fit (vLLM: ValueError).
+
+    ``needed_bytes`` and ``available_bytes`` are the worker's numbers and
+    ``estimated_max_model_len`` the longest length that would fit (0 if none).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_model_len: int,
+        needed_bytes: int,
+        available_bytes: int,
+        estimated_max_model_len: int,
+    ) -> None:
+        estimated = ""
+        if estimated_max_model_len > 0:
+            estimated = (
+                "Based on the available memory, the estimated maximum model length is "
+                f"{estimated_max_model_len}. "
+            )
+        super().__init__(
+            "To serve at least one request with the model's max seq len "
+            f"({max_model_len}), ({format_gib(needed_bytes)} GiB KV cache is needed, "
+            "which is larger than the available KV cache memory "
+            f"({format_gib(available_bytes)} GiB). {estimated}Try increasing "
+            "`gpu_memory_utilization` (which also controls CPU memory on the CPU "
+            "backend) or decreasing `max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+            "details."
+        )
+        self.max_model_len = max_model_len
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+        self.estimated_max_model_len = estimated_max_model_len
+
+
+class AutoFitError(KVPureValueError):
+    """Auto-fitting max_model_len found no length that fits (vLLM: ValueError)."""
+
+    def __init__(self, *, available_bytes: tuple[int, ...]) -> None:
+        super().__init__(
+            "Cannot auto-fit max_model_len: not enough GPU memory available to serve "
+            "even a single token. Try increasing `gpu_memory_utilization`."
+        )
+        self.available_bytes = available_bytes
+
+
+class PrefixMatchUnitError(KVPureValueError):
+    """Some group block size is not a multiple of the hash block size (vLLM: ValueError)."""
+
+    def __init__(self, *, prefix_match_unit: int, group_block_sizes: tuple[int, ...]) -> None:
+        super().__init__(
+            f"Invalid prefix_match_unit={prefix_match_unit}; all KV cache group block "
+            "sizes must be divisible by prefix_match_unit. Got group block "
+            f"sizes={list(group_block_sizes)}."
+        )
+        self.prefix_match_unit = prefix_match_unit
+        self.group_block_sizes = group_block_sizes
+
+
+class ContextParallelUnsupportedError(KVPureValueError):
+    """A spec cannot be budgeted under decode context parallelism (vLLM: AssertionError)."""
+
+    def __init__(self, *, spec_type: str, decode_context_parallel_size: int) -> None:
+        super().__init__(
+            f"DCP not support sliding window: {spec_type} needs "
+            f"decode_context_parallel_size == 1, got {decode_context_parallel_size}."
+        )
+        self.spec_type = spec_type
+        self.decode_context_parallel_size = decode_context_parallel_size
+
+
+class PlanningAssertionError(KVPureValueError):
+    """An invariant vLLM only asserts does not hold for this input (vLLM: AssertionError).
+
+    ``check`` names the invariant (e.g. ``"uniform_page_size"``).
+    """
+
+    def __init__(self, *, check: str, detail: str) -> None:
+        super().__init__(f"{check}: {detail}")
+        self.check = check
+        self.detail = detail
+
+
+def format_gib(num_bytes: int) -> str:
+    """Bytes as GiB the way vLLM prints them: ``str(round(b / 2**30, 2))``."""
+    return f"{round(num_bytes / 2**30, 2)}"
+
+
 # ---------------------------------------------------------------------------
 # Free block queue errors
 # ---------------------------------------------------------------------------
 # (owned by the free-queue area)
 
 
+class BlockHashAlreadySetError(KVPureValueError):
+    """``set_block_hash`` was called on a block that already carries a hash.
+
+    vLLM asserts here. ``block_id`` names the block; call ``reset_hash()``
+    first (the pool does so when it evicts the block).
+    """
+
+    def __init__(self, *, block_id: int, reason: str) -> None:
+        super().__init__(f"block {block_id}: {reason}")
+        self.block_id = block_id
+        self.reason = reason
+
+
+class NotEnoughFreeBlocksError(KVPureValueError):
+    """More blocks were popped than the free block queue holds.
+
+    ``num_requested`` blocks were asked for, ``num_free_blocks`` were free.
+    """
+
+    def __init__(self, *, num_requested: int, num_free_blocks: int) -> None:
+        super().__init__(
+            f"popleft_n({num_requested}) asks for {num_requested} blocks but only "
+            f"{num_free_blocks} free blocks are in the queue; pop at most "
+            f"{num_free_blocks} blocks or free some first"
+        )
+        self.num_requested = num_requested
+        self.num_free_blocks = num_free_blocks
+
+
+class NoFreeBlocksError(NotEnoughFreeBlocksError):
+    """``popleft()`` on an empty free block queue (vLLM's ValueError message)."""
+
+    def __init__(self) -> None:
+        KVPureValueError.__init__(self, "No free blocks available")
+        self.num_requested = 1
+        self.num_free_blocks = 0
+
+
+class FreeBlockQueueMisuseError(KVPureRuntimeError):
+    """A block was given to a free block queue operation it does not fit.
+
+    ``operation`` names the queue method, ``block_id`` the block, and
+    ``reason`` says what is wrong with it. The queue is left unchanged.
+    """
+
+    def __init__(self, *, operation: str, block_id: int, reason: str) -> None:
+        super().__init__(f"{operation}() called on block {block_id}: {reason}")
+        self.operation = operation
+        self.block_id = block_id
+        self.reason = reason
+
+
+class BlockNotQueuedError(FreeBlockQueueMisuseError):
+    """``remove()`` of a block that is in no free block queue (vLLM: RuntimeError)."""
+
+
+class BlockAlreadyQueuedError(FreeBlockQueueMisuseError):
+    """A block that already is in this queue (or twice in one batch) was added again."""
+
+
+class BlockInOtherQueueError(FreeBlockQueueMisuseError):
+    """A block that is linked into a different free block queue was passed."""
+
+
 # ---------------------------------------------------------------------------
 # GPU adapter errors
 # ---------------------------------------------------------------------------
 # (owned by kvpure_gpu; errors that need no torch live here)
+
+
+class BlockTableRowOverflowError(KVPureValueError):
+    """A request holds more manager blocks than a block-table row has room for."""
+
+    def __init__(self, *, request_index: int, num_blocks: int, max_num_blocks_per_req: int) -> None:
+        super().__init__(
+            f"request {request_index}: {num_blocks} blocks do not fit a block-table row of "
+            f"{max_num_blocks_per_req} blocks; raise max_num_blocks_per_req (max_model_len) "
+            "or give the request fewer blocks"
+        )
+        self.request_index = request_index
+        self.num_blocks = num_blocks
+        self.max_num_blocks_per_req = max_num_blocks_per_req
+
+
+class TokenPositionOutOfRangeError(KVPureValueError):
+    """A token position lies beyond the blocks its request holds."""
+
+    def __init__(self, *, position: int, block_table_column: int, num_kernel_blocks: int) -> None:
+        super().__init__(
+            f"token position {position} needs block-table column {block_table_column}, but the "
+            f"request holds only {num_kernel_blocks} kernel blocks; allocate more blocks first"
+        )
+        self.position = position
+        self.block_table_column = block_table_column
+        self.num_kernel_blocks = num_kernel_blocks
+
+
+class NoCommonKernelBlockSizeError(KVPureValueError):
+    """No kernel block size divides the manager's block size and suits every backend."""
+
+    def __init__(self, *, block_size: int) -> None:
+        super().__init__(
+            f"no kernel block size that divides the block size {block_size} tokens is "
+            "supported by every attention backend of the group; choose a block size the "
+            "backends support (FlashAttention: a multiple of 16)"
+        )
+        self.block_size = block_size
+
+
+class UnsupportedDtypeError(KVPureValueError):
+    """A dtype has no counterpart on the other side (kvpure KVDtype <-> torch.dtype)."""
+
+    def __init__(self, *, dtype: str, direction: str) -> None:
+        super().__init__(
+            f"dtype {dtype} has no {direction} counterpart; use one of kvpure.specs.KVDtype"
+        )
+        self.dtype = dtype
+        self.direction = direction
+
+
+class KVCacheLayoutError(KVPureValueError):
+    """A plan does not fit its specs, so it cannot be laid out as tensors.
+
+    ``layer_name`` names the layer; the leaves add the numbers.
+    """
+
+    layer_name: str
+
+
+class LayerWithoutTensorError(KVCacheLayoutError):
+    """A layer of a KV-cache group is in no KVCacheTensor's ``shared_by``."""
+
+    def __init__(self, *, layer_name: str) -> None:
+        super().__init__(
+            f"layer {layer_name!r} is in a KV-cache group but in no KVCacheTensor's shared_by; "
+            "the plan must give every layer a tensor"
+        )
+        self.layer_name = layer_name
+
+
+class LayerWithoutGroupError(KVCacheLayoutError):
+    """A KVCacheTensor names a layer that no KV-cache group holds."""
+
+    def __init__(self, *, layer_name: str, tensor_index: int) -> None:
+        super().__init__(
+            f"layer {layer_name!r} of kv_cache_tensors[{tensor_index}] is in no KV-cache group; "
+            "the plan's tensors and groups must name the same layers"
+        )
+        self.layer_name = layer_name
+        self.tensor_index = tensor_index
+
+
+class TensorSizeNotPageMultipleError(KVCacheLayoutError):
+    """A layer's tensor is not a whole number of its pages (or packed blocks)."""
+
+    def __init__(self, *, layer_name: str, size_bytes: int, page_size_bytes: int) -> None:
+        super().__init__(
+            f"layer {layer_name!r}: tensor of {size_bytes} bytes is not a multiple of its "
+            f"page size {page_size_bytes} bytes; tensor sizes must be num_blocks * page size"
+        )
+        self.layer_name = layer_name
+        self.size_bytes = size_bytes
+        self.page_size_bytes = page_size_bytes
+
+
+class PackedTensorMismatchError(KVCacheLayoutError):
+    """Packed KVCacheTensors that must share one backing buffer disagree."""
+
+    def __init__(self, *, layer_name: str, field: str, value: int, expected: int) -> None:
+        super().__init__(
+            f"layer {layer_name!r}: packed tensor has {field}={value} but the packed buffer has "
+            f"{expected}; all packed tensors (block_stride > 0) alias one buffer and must agree"
+        )
+        self.layer_name = layer_name
+        self.field = field
+        self.value = value
+        self.expected = expected
+
+
+class LayoutCannotExpressPageError(KVCacheLayoutError):
+    """A backend layout cannot lay out this layer's pages as one strided view.
+
+    For example the kv-first ``(2, num_blocks, ...)`` layout with padded pages
+    or packed blocks (both need the block dimension first), or kernel blocks
+    smaller than a padded or packed page.
+    """
+
+    def __init__(self, *, layer_name: str, layout: str, reason: str) -> None:
+        super().__init__(f"layer {layer_name!r}: layout {layout} cannot express it: {reason}")
+        self.layer_name = layer_name
+        self.layout = layout
+        self.reason = reason
+
+
+class KernelBlockSizeError(KVCacheLayoutError):
+    """A kernel block size does not split a layer's blocks evenly."""
+
+    def __init__(self, *, layer_name: str, block_size: int, kernel_block_size: int) -> None:
+        super().__init__(
+            f"layer {layer_name!r}: kernel block size {kernel_block_size} tokens does not divide "
+            f"the block size {block_size} tokens; choose a kernel block size that divides it"
+        )
+        self.layer_name = layer_name
+        self.block_size = block_size
+        self.kernel_block_size = kernel_block_size
+
+
+class DeviceUnavailableError(KVPureRuntimeError):
+    """The device asked for (``cuda`` by default) is not available on this machine."""
+
+    def __init__(self, *, device: str) -> None:
+        super().__init__(
+            f"device {device!r} is not available here; pass device='cpu' or device='meta' "
+            "(no memory is touched on meta) or run on a machine with that device"
+        )
+        self.device = device
+
+
+class UnsupportedViewError(KVPureNotImplementedError):
+    """kvpure_gpu has no view for this spec (a kind of spec or quantisation vLLM lays out
+    with backend-specific code)."""
+
+    def __init__(self, *, layer_name: str, reason: str) -> None:
+        super().__init__(f"layer {layer_name!r}: no KV-cache view for it: {reason}")
+        self.layer_name = layer_name
+        self.reason = reason
 
 
 # ---------------------------------------------------------------------------

@@ -14,4 +14,57 @@ except ImportError as _err:  # pragma: no cover - exercised in a subprocess test
         "(or `pip install torch`)"
     ) from _err
 
-__all__: list[str] = []
+from kvpure_gpu.allocate import DeviceLike, KVCacheBuffers, allocate_kv_cache_buffers
+from kvpure_gpu.block_tables import (
+    BatchBlockTables,
+    batch_block_tables,
+    block_table_tensor,
+    slot_mapping_tensor,
+)
+from kvpure_gpu.dtypes import from_torch_dtype, to_torch_dtype
+from kvpure_gpu.kv_cache import (
+    KVCache,
+    LayerKVCache,
+    attention_geometry,
+    bind_kv_cache_views,
+    default_layout,
+    mamba_geometry,
+    materialize_kv_cache,
+    select_kernel_block_sizes,
+)
+from kvpure_gpu.layouts import KVCacheLayout
+from kvpure_gpu.views import (
+    AttentionGeometry,
+    MambaGeometry,
+    Packing,
+    attention_view,
+    byte_offset,
+    mamba_state_views,
+)
+
+__all__ = [
+    "AttentionGeometry",
+    "BatchBlockTables",
+    "DeviceLike",
+    "KVCache",
+    "KVCacheBuffers",
+    "KVCacheLayout",
+    "LayerKVCache",
+    "MambaGeometry",
+    "Packing",
+    "allocate_kv_cache_buffers",
+    "attention_geometry",
+    "attention_view",
+    "batch_block_tables",
+    "bind_kv_cache_views",
+    "block_table_tensor",
+    "byte_offset",
+    "default_layout",
+    "from_torch_dtype",
+    "mamba_geometry",
+    "mamba_state_views",
+    "materialize_kv_cache",
+    "select_kernel_block_sizes",
+    "slot_mapping_tensor",
+    "to_torch_dtype",
+]

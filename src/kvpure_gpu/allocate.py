@@ -1,0 +1,106 @@
+"""Raw KV-cache buffers: one int8 buffer per KVCacheTensor, packed tensors share one.
+
+As vLLM 0.26.0's ``_allocate_kv_cache``: every ``KVCacheTensor`` gets
+``torch.zeros(size, dtype=torch.int8)`` on the device, except that all
+packed tensors (``block_stride > 0``) alias a single backing buffer, made
+when the first of them is seen. Zero-filling is the default (Mamba state
+must start at zero); ``zero_fill=False`` uses ``torch.empty`` for callers
+that fill the memory themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import torch
+
+from kvpure.errors import DeviceUnavailableError, PackedTensorMismatchError
+from kvpure.plan import KVCacheConfig
+
+DeviceLike = torch.device | str | int
+"""A torch device or anything ``torch.device`` accepts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCacheBuffers:
+    """The raw buffers of one plan.
+
+    ``buffers`` holds each distinct buffer once, in first-use order;
+    ``tensor_buffer_index[i]`` is the buffer of ``kv_cache_tensors[i]`` and
+    ``layer_buffer_index`` the buffer of every layer a tensor is shared by.
+    """
+
+    buffers: tuple[torch.Tensor, ...]
+    tensor_buffer_index: tuple[int, ...]
+    layer_buffer_index: Mapping[str, int]
+    layer_tensor_index: Mapping[str, int]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes held by all buffers together."""
+        return sum(b.numel() for b in self.buffers)
+
+    def buffer_of(self, layer_name: str) -> torch.Tensor:
+        """The raw buffer holding ``layer_name``'s cache."""
+        return self.buffers[self.layer_buffer_index[layer_name]]
+
+
+def require_device(device: torch.device) -> None:
+    """Raise :class:`DeviceUnavailableError` unless ``device``'s backend is available."""
+    if device.type in ("cpu", "meta"):
+        return
+    backend = getattr(torch, device.type, None)
+    is_available = getattr(backend, "is_available", None)
+    if callable(is_available) and not is_available():
+        raise DeviceUnavailableError(device=str(device))
+
+
+def allocate_kv_cache_buffers(
+    kv_cache_config: KVCacheConfig,
+    device: DeviceLike = "cuda",
+    *,
+    zero_fill: bool = True,
+) -> KVCacheBuffers:
+    """Allocate the raw int8 buffers ``kv_cache_config`` describes on ``device``."""
+    dev = torch.device(device)
+    require_device(dev)
+    make = torch.zeros if zero_fill else torch.empty
+    buffers: list[torch.Tensor] = []
+    tensor_index: list[int] = []
+    layer_buffer: dict[str, int] = {}
+    layer_tensor: dict[str, int] = {}
+    packed: tuple[int, int, int] | None = None  # (buffer index, size, block stride)
+    for i, tensor in enumerate(kv_cache_config.kv_cache_tensors):
+        if tensor.block_stride > 0:
+            if packed is None:
+                buffers.append(make(tensor.size, dtype=torch.int8, device=dev))
+                packed = (len(buffers) - 1, tensor.size, tensor.block_stride)
+            else:
+                first = tensor.shared_by[0] if tensor.shared_by else f"kv_cache_tensors[{i}]"
+                if tensor.size != packed[1]:
+                    raise PackedTensorMismatchError(
+                        layer_name=first, field="size", value=tensor.size, expected=packed[1]
+                    )
+                if tensor.block_stride != packed[2]:
+                    raise PackedTensorMismatchError(
+                        layer_name=first,
+                        field="block_stride",
+                        value=tensor.block_stride,
+                        expected=packed[2],
+                    )
+            index = packed[0]
+        else:
+            buffers.append(make(tensor.size, dtype=torch.int8, device=dev))
+            index = len(buffers) - 1
+        tensor_index.append(index)
+        for layer in tensor.shared_by:
+            layer_buffer[layer] = index
+            layer_tensor[layer] = i
+    return KVCacheBuffers(
+        buffers=tuple(buffers),
+        tensor_buffer_index=tuple(tensor_index),
+        layer_buffer_index=MappingProxyType(layer_buffer),
+        layer_tensor_index=MappingProxyType(layer_tensor),
+    )
