@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pyrsistent import PMap, pmap
 
 from kvpure.errors import (
     HybridUnificationError,
@@ -248,9 +249,7 @@ def test_cross_layer_connector_flag_packs_hybrid_layout() -> None:
     ]
 
 
-def _pmap(d: dict[str, object]) -> object:
-    from pyrsistent import pmap
-
+def _pmap(d: dict[str, object]) -> PMap[str, object]:
     return pmap(d)
 
 
