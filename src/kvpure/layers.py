@@ -9,7 +9,7 @@ ignore order, as for the dicts vLLM compares.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from pyrsistent import PMap, pmap
@@ -26,6 +26,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
 
     names: tuple[str, ...]
     by_name: PMap[str, V]
+    _values: tuple[V, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.by_name):
@@ -34,6 +35,8 @@ class LayerMap(Mapping[str, V], Generic[V]):
                 value=self.names,
                 reason="layer names must be unique and match the lookup map",
             )
+        lookup = self.by_name
+        object.__setattr__(self, "_values", tuple(lookup[n] for n in self.names))
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[tuple[str, V]]) -> LayerMap[V]:
@@ -87,13 +90,11 @@ class LayerMap(Mapping[str, V], Generic[V]):
 
     def ordered_values(self) -> tuple[V, ...]:
         """The values in layer order."""
-        lookup = self.by_name
-        return tuple(lookup[n] for n in self.names)
+        return self._values
 
     def ordered_items(self) -> tuple[tuple[str, V], ...]:
         """``(name, value)`` pairs in layer order."""
-        lookup = self.by_name
-        return tuple((n, lookup[n]) for n in self.names)
+        return tuple(zip(self.names, self._values, strict=True))
 
     def subset(self, names: Iterable[str]) -> LayerMap[V]:
         """The map restricted to ``names``, in the order given."""

@@ -198,6 +198,8 @@ def _auto_fit(
 
 def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
     old = config.num_blocks
+    if old == num_blocks and all(old != 0 and t.size % old == 0 for t in config.kv_cache_tensors):
+        return config
     tensors: list[KVCacheTensor] = []
     for tensor in config.kv_cache_tensors:
         if old == 0 or tensor.size % old != 0:
