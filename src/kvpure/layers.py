@@ -16,7 +16,7 @@ from pyrsistent import PMap, pmap
 
 from kvpure.errors import InvalidFieldError
 
-V = TypeVar("V")
+V = TypeVar("V", covariant=True)
 W = TypeVar("W")
 
 
@@ -39,28 +39,28 @@ class LayerMap(Mapping[str, V], Generic[V]):
         object.__setattr__(self, "_values", tuple(lookup[n] for n in self.names))
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, V]]) -> LayerMap[V]:
+    def from_pairs(cls, pairs: Iterable[tuple[str, W]]) -> LayerMap[W]:
         """Build from ``(name, value)`` pairs in order; a repeated name is an error."""
         names: list[str] = []
-        lookup: dict[str, V] = {}
+        lookup: dict[str, W] = {}
         for name, value in pairs:
             if name in lookup:
                 raise InvalidFieldError(field=name, value=name, reason="layer name repeated")
             names.append(name)
             lookup[name] = value
-        return cls(names=tuple(names), by_name=pmap(lookup))
+        return LayerMap(names=tuple(names), by_name=pmap(lookup))
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping[str, V]) -> LayerMap[V]:
+    def from_mapping(cls, mapping: Mapping[str, W]) -> LayerMap[W]:
         """Build from any mapping, keeping its iteration order."""
         if isinstance(mapping, LayerMap):
             return mapping
-        return cls(names=tuple(mapping), by_name=pmap(dict(mapping)))
+        return LayerMap(names=tuple(mapping), by_name=pmap(dict(mapping)))
 
     @classmethod
-    def empty(cls) -> LayerMap[V]:
+    def empty(cls) -> LayerMap[W]:
         """The map with no layers."""
-        return cls(names=(), by_name=pmap())
+        return LayerMap(names=(), by_name=pmap())
 
     def __getitem__(self, name: str) -> V:
         return self.by_name[name]
@@ -101,7 +101,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
         lookup = self.by_name
         return LayerMap.from_pairs((n, lookup[n]) for n in names)
 
-    def replace_values(self, updates: Mapping[str, V]) -> LayerMap[V]:
+    def replace_values(self, updates: Mapping[str, W]) -> LayerMap[V | W]:
         """A new map with some values replaced (names and order unchanged)."""
         if not updates:
             return self
