@@ -15,6 +15,7 @@ from typing import ClassVar, cast
 from kvpure.errors import (
     ContextParallelUnsupportedError,
     InvalidFieldError,
+    PlanningAssertionError,
     SpecMergeError,
     WindowSizeMismatchError,
 )
@@ -254,7 +255,14 @@ class TQFullAttentionSpec(FullAttentionSpec):
         first = specs[0]
         slot = first.tq_slot_size if isinstance(first, TQFullAttentionSpec) else 0
         for spec in specs:
-            if getattr(spec, "tq_slot_size", 0) != slot:
+            if not isinstance(spec, TQFullAttentionSpec):
+                # vLLM fails here with AttributeError (a non-TQ spec has no slot size).
+                raise PlanningAssertionError(
+                    check="tq_slot_size",
+                    detail=f"{type(spec).__name__} cannot share a KV cache group with "
+                    "TQFullAttentionSpec layers",
+                )
+            if spec.tq_slot_size != slot:
                 raise SpecMergeError(
                     reason="All TQ layers in the same KV cache group must use the same "
                     "tq_slot_size.",
