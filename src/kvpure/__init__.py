@@ -67,6 +67,7 @@ from kvpure.planning import (
     generate_scheduler_kv_cache_config,
     get_kv_cache_configs,
 )
+from kvpure.planning_log import LogLine, vllm_log_lines
 from kvpure.planning_memory import (
     check_enough_kv_cache_memory,
     estimate_max_model_len,
@@ -105,6 +106,7 @@ __all__ += [
     "AttentionSpec",
     "AutoFitFact",
     "KVCacheGrouping",
+    "LogLine",
     "MambaAttentionBackendEnum",
     "NumBlocksOverrideFact",
     "PaddingFact",
@@ -120,6 +122,7 @@ __all__ += [
     "resolve_kv_cache_block_sizes",
     "unify_hybrid_kv_cache_specs",
     "unify_kv_cache_spec_page_size",
+    "vllm_log_lines",
     "AutoFitError",
     "ChunkedLocalAttentionSpec",
     "ContextParallelUnsupportedError",
