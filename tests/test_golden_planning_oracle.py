@@ -1,7 +1,8 @@
 """kvpure against the real vLLM 0.26.0 planner on layouts it planned (tools/vllm_oracle).
 
-Two files: a stratified sample of random layouts of every spec kind, and
-full-size layouts shaped like real models (DeepSeek-V4, Qwen3-Next, gpt-oss, ...).
+Three files: a stratified sample of random layouts of every spec kind,
+full-size layouts shaped like real models (DeepSeek-V4, Qwen3-Next, gpt-oss, ...),
+and edge cases (workers without layers, attention-free workers, negative memory).
 
 The expected results were produced by running vLLM's own ``get_kv_cache_configs``
 on these inputs (see the file's ``meta``); kvpure must agree field by field,
@@ -31,12 +32,14 @@ def _read(name: str) -> dict[str, Any]:
 
 DATA = _read("planning_fuzz.json.gz")
 MODELS = _read("planning_models.json.gz")
-CASES: list[dict[str, Any]] = DATA["cases"] + MODELS["cases"]
+EDGES = _read("planning_edges.json.gz")
+CASES: list[dict[str, Any]] = DATA["cases"] + MODELS["cases"] + EDGES["cases"]
 # vLLM's assertions, and its crashes on inputs it does not check (AttributeError in the
 # TQ merge), are typed ValueError subclasses in kvpure.
 STDLIB: dict[str, type[Exception]] = {
     "AssertionError": ValueError,
     "AttributeError": ValueError,
+    "ZeroDivisionError": ValueError,
     "ValueError": ValueError,
     "NotImplementedError": NotImplementedError,
 }
