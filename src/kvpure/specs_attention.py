@@ -113,8 +113,8 @@ def _single_window(field: str, values: Sequence[int | None]) -> int | None:
     raise WindowSizeMismatchError(field=field, sizes=tuple(sorted(sizes)))
 
 
-def full_attention_last_dim(spec: FullAttentionSpec | SlidingWindowSpec) -> int:
-    """Bytes-per-element count of K plus V in one head row, per the quantisation mode."""
+def full_attention_last_dim(spec: FullAttentionSpec) -> int:
+    """Elements of K plus V in one head row of full attention, per the quantisation mode."""
     head_size_v = spec.head_size_v if spec.head_size_v is not None else spec.head_size
     if spec.kv_quant_mode.is_nvfp4:
         return nvfp4_kv_cache_full_dim(spec.head_size) + nvfp4_kv_cache_full_dim(head_size_v)
