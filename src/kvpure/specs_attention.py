@@ -136,13 +136,17 @@ class FullAttentionSpec(AttentionSpec):
     non_causal: bool = False
 
     def __post_init__(self) -> None:
+        self._init_full_fields()
+        self._check_padding()
+
+    def _init_full_fields(self) -> None:
+        """Validate the fields and default ``head_size_v`` (vLLM's post-init), without padding."""
         AttentionSpec.__post_init__(self)
         if self.head_size_v is None:
             object.__setattr__(self, "head_size_v", self.head_size)
         check_optional_positive("head_size_v", self.head_size_v)
         check_optional_positive("sliding_window", self.sliding_window)
         check_optional_positive("attention_chunk_size", self.attention_chunk_size)
-        self._check_padding()
 
     @property
     def real_page_size_bytes(self) -> int:
