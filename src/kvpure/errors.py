@@ -178,23 +178,26 @@ class WindowSizeMismatchError(KVPureValueError):
     """Layers of one group declare different windows or chunk sizes (vLLM: ValueError)."""
 
     def __init__(self, *, field: str, sizes: tuple[int, ...]) -> None:
+        # vLLM's exact text; the differing sizes are in ``field`` and ``sizes``.
         super().__init__(
-            "All attention layers in the same KV cache group must have the same "
-            f"window size. Got {field} values {list(sizes)} (tokens); give every layer "
-            "of the group the same value or keep the hybrid KV cache manager on."
+            "All attention layers in the same KV cache group must have the same window size."
         )
         self.field = field
         self.sizes = sizes
 
 
 class UnregisteredSpecError(KVPureValueError):
-    """A layer's spec type has no KV cache manager (vLLM: ValueError from the registry)."""
+    """A layer's spec type has no KV cache manager (vLLM: ValueError from the registry).
+
+    Encoder-only layers land here: vLLM's runner adds them after planning.
+    """
 
     def __init__(self, *, layer_name: str, spec_type: str) -> None:
+        # vLLM's text, which prints the class as vLLM's module holds it.
         super().__init__(
-            f"Unsupported KV cache spec type for layer {layer_name}: {spec_type}. "
-            "Only registered spec types can be planned (encoder-only layers are "
-            "added by the model runner after planning)."
+            f"Unsupported KV cache spec type for layer {layer_name}: "
+            f"<class 'vllm.v1.kv_cache_interface.{spec_type}'>. Please register it using "
+            "@register_kv_cache_spec decorator."
         )
         self.layer_name = layer_name
         self.spec_type = spec_type
@@ -233,10 +236,10 @@ class HybridUnificationError(KVPureValueError):
     """With the hybrid manager disabled, the specs could not be made one type (vLLM: ValueError)."""
 
     def __init__(self, *, spec_types: tuple[str, ...]) -> None:
+        # vLLM's exact text; the spec types involved are in ``spec_types``.
         super().__init__(
             "Hybrid KV cache manager is disabled but failed to convert the KV cache "
-            f"specs to one unified type. (spec types: {', '.join(spec_types)}; enable the "
-            "hybrid KV cache manager for this model)"
+            "specs to one unified type."
         )
         self.spec_types = spec_types
 
