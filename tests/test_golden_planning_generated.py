@@ -20,7 +20,13 @@ from typing import Any
 import pytest
 
 from kvpure.errors import KVPureError
-from kvpure.interop.planning import parse_planning_input, plan_input, render_plan
+from kvpure.interop.planning import (
+    parse_kv_cache_spec,
+    parse_planning_input,
+    plan_input,
+    render_kv_cache_spec,
+    render_plan,
+)
 from tests.conftest import GOLDEN_026
 
 GENERATED = GOLDEN_026.parent / "vllm-0.26.0-generated"
@@ -77,3 +83,13 @@ def test_generated_case(path: Path) -> None:
     # Key order as vLLM's rendering: JSON text equal, not only dict-equal.
     assert json.dumps(result["output"]) == json.dumps(case["output"])
     assert json.dumps(result["derived"]) == json.dumps(case["derived"])
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_generated_input_specs_reproduce_vllm_page_sizes(path: Path) -> None:
+    """Every input spec reads and renders back as vLLM rendered it, ``_derived`` included."""
+    case = _load(path)
+    for worker in case["input"]["kv_cache_specs"]:
+        for spec_obj in worker.values():
+            rendered = render_kv_cache_spec(parse_kv_cache_spec(spec_obj))
+            assert json.dumps(rendered) == json.dumps(spec_obj)
