@@ -15,7 +15,7 @@ from pyrsistent import PMap
 from kvpure.errors import InvalidFieldError
 
 #: ``speculative_config.method`` values for which vLLM's ``use_eagle()`` is true.
-EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp"})
+EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
 
 #: ``original_max_model_len`` value that asks the planner to auto-fit max_model_len.
 AUTO_FIT_MAX_MODEL_LEN = -1

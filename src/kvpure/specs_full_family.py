@@ -63,9 +63,11 @@ class TQFullAttentionSpec(FullAttentionSpec):
 
     @classmethod
     def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
-        merged = cast(TQFullAttentionSpec, merge_full_attention(cls, specs))
         first = specs[0]
         slot = first.tq_slot_size if isinstance(first, TQFullAttentionSpec) else 0
+        # Built with the slot size already set: a padded TQ page may be smaller than the
+        # head-size formula's page, which vLLM's intermediate never checks.
+        merged = cast(TQFullAttentionSpec, merge_full_attention(cls, specs, tq_slot_size=slot))
         for spec in specs:
             if not isinstance(spec, TQFullAttentionSpec):
                 # vLLM fails here with AttributeError (a non-TQ spec has no slot size).
