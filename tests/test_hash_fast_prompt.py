@@ -22,7 +22,6 @@ from kvpure.hashing.fast_encoding import encode_token_blocks
 from kvpure.hashing.fast_prompt import (
     HASH_ALGORITHMS,
     block_payloads,
-    cbor_dumps,
     hash_token_blocks,
     reference_payload,
 )
@@ -150,11 +149,6 @@ def test_block_payloads_are_the_oracle_bytes(
         for i, (p, e) in enumerate(zip(block_parents, extras, strict=True))
     ]
     assert got == expected
-
-
-@given(obj=extra_values)
-def test_cbor_dumps_equals_cbor2_canonical(obj: object) -> None:
-    assert cbor_dumps(obj) == cbor2.dumps(obj, canonical=True)
 
 
 @given(

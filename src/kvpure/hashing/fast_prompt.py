@@ -16,7 +16,7 @@ each payload in a Python loop.
 
 Anything outside the CBOR fast path's domain (ids that are not plain ints in
 ``[0, 2**32)``, a parent that is not ``bytes``) goes to the reference encoder
-(:func:`~kvpure.hashing.fast_encoding.cbor_dumps`), never to a different hash.
+(:func:`~kvpure.hashing.cbor.canonical_cbor_dumps`), never to a different hash.
 """
 
 from __future__ import annotations
@@ -29,18 +29,14 @@ from itertools import repeat
 import xxhash
 
 from kvpure.errors import InvalidFieldError, UnknownHashAlgorithmError
-from kvpure.hashing.fast_encoding import (
-    cbor_dumps,
-    cbor_head,
-    cbor_memo,
-    cbor_token_run,
-    encode_token_blocks,
-)
+from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
+from kvpure.hashing.cbor import canonical_cbor_dumps_memo as cbor_memo
+from kvpure.hashing.cbor import cbor_head
+from kvpure.hashing.fast_encoding import cbor_token_run, encode_token_blocks
 
 __all__ = [
     "HASH_ALGORITHMS",
     "block_payloads",
-    "cbor_dumps",
     "hash_token_blocks",
     "reference_payload",
 ]
