@@ -9,15 +9,24 @@ the same for a few tokens, one by one, without the whole-prompt setup.
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import repeat
+from operator import itemgetter
 
 from kvpure.hashing.cbor import cbor_head
 
-__all__ = ["all_plain_ints", "cbor_token_run", "encode_token_blocks"]
+__all__ = [
+    "CBOR_TOKEN_TABLE_SIZE",
+    "all_plain_ints",
+    "cbor_token_items",
+    "cbor_token_run",
+    "cbor_token_table",
+    "encode_token_blocks",
+]
 
 
 _UINT_BELOW_256 = tuple(cbor_head(0, value) for value in range(256))
@@ -42,6 +51,34 @@ def cbor_token_run(token_ids: Sequence[int]) -> bytes | None:
         else:
             return None
     return b"".join(parts)
+
+
+CBOR_TOKEN_TABLE_SIZE = 1 << 18
+"""Token ids below this (every vocabulary up to Gemma 3's 262,144) are looked up."""
+
+
+@functools.cache
+def cbor_token_table() -> tuple[bytes, ...]:
+    """The CBOR item of every token id below :data:`CBOR_TOKEN_TABLE_SIZE`, by id.
+
+    Built on first use (about 40 ms, 12 MB) and then kept for the process: a pure memo,
+    the same table for every caller, never changed.
+    """
+    items = list(_UINT_BELOW_256)
+    items += map(_PACK_HEAD_U16, repeat(0x19), range(256, 0x10000))
+    items += map(_PACK_HEAD_U32, repeat(0x1A), range(0x10000, CBOR_TOKEN_TABLE_SIZE))
+    return tuple(items)
+
+
+def cbor_token_items(token_ids: Sequence[int]) -> bytes | None:
+    """The CBOR items of a block's tokens; None if one is not an int in [0, 2**32)."""
+    count = len(token_ids)
+    if count < 2 or tuple(map(type, token_ids)).count(int) != count or min(token_ids) < 0:
+        return cbor_token_run(token_ids)  # one by one; it refuses what it cannot encode
+    try:
+        return b"".join(itemgetter(*token_ids)(cbor_token_table()))
+    except IndexError:  # an id past the table
+        return cbor_token_run(token_ids)
 
 
 # ---------------------------------------------------------------------------
