@@ -285,15 +285,14 @@ def hash_token_blocks(
     """
     num_blocks = len(extra_keys)
     if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
+        block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
         if algo_name == "sha256":
-            payload = (parent, tuple(token_ids[:block_size]), extra_keys[0])
-            return [hashlib.sha256(pickle.dumps(payload, 5)).digest()]
+            return [hashlib.sha256(pickle.dumps((parent, block, extra_keys[0]), 5)).digest()]
         if algo_name == "xxhash":
-            payload = (parent, tuple(token_ids[:block_size]), extra_keys[0])
-            return [xxhash.xxh3_128_digest(pickle.dumps(payload, 5))]
+            return [xxhash.xxh3_128_digest(pickle.dumps((parent, block, extra_keys[0]), 5))]
         digest = _CBOR_DIGEST_FNS.get(algo_name)
         if digest is not None and type(parent) is bytes:
-            items = cbor_token_items(token_ids[:block_size])
+            items = cbor_token_items(block)
             if items is not None:
                 extra = _extra_keys_cbor(extra_keys[0])
                 head = _cbor_head_of_payload(parent)
