@@ -210,13 +210,15 @@ def one_block_hasher(
     extra_part = cbor_dumps(extra_keys)
     array_head = cbor_head(4, block_size)
 
+    heads = _PAYLOAD_HEADS
+
     def hash_cbor(parent: bytes, tokens: Sequence[int]) -> bytes:
         items = cbor_token_items(tokens)
         if items is None or type(parent) is not bytes or len(tokens) != block_size:
             return digest(cbor_dumps((parent, tuple(tokens), extra_keys)))
-        return digest(
-            b"".join((_cbor_head_of_payload(parent), parent, array_head, items, extra_part))
-        )
+        size = len(parent)
+        head = heads[size] if size < 256 else b"\x83" + cbor_head(2, size)
+        return digest(b"".join((head, parent, array_head, items, extra_part)))
 
     return hash_cbor
 
