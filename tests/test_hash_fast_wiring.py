@@ -8,6 +8,8 @@ prompt embeddings, both profiles, every algorithm.
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import NamedTuple
 
 from hypothesis import given, settings
@@ -184,3 +186,16 @@ def test_extra_keys_for_blocks_equals_the_block_by_block_scan(
         )
         expected.append(keys)
     assert extra_keys_for_blocks(profile, request, block_size, start, num_blocks) == expected
+
+
+def test_request_state_pickles_and_copies() -> None:
+    request = HashRequest(prompt_token_ids=tuple(range(1000, 1040)), lora_name="sql")
+    scheme = _scheme("sha256_cbor", 16, VLLM_0_33)
+    state = RequestBlockHashes.start(scheme, request).append_output_token_ids(range(10))
+    restored = pickle.loads(pickle.dumps(state))
+    assert restored == state
+    assert copy.deepcopy(state) == state
+    assert list(restored.append_output_token_ids(range(30)).block_hashes) == list(
+        state.append_output_token_ids(range(30)).block_hashes
+    )
+    assert len(restored.append_output_token_ids(range(30)).block_hashes) == 5

@@ -266,5 +266,20 @@ class RequestBlockHashes:
         """Prompt plus output tokens so far."""
         return len(self.all_token_ids)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled by its public fields; the decode plan (a closure) is rebuilt."""
+        return (_rebuild, (self.scheme, self.request, self.all_token_ids, self.block_hashes))
+
+
+def _rebuild(
+    scheme: HashScheme,
+    request: HashRequest,
+    all_token_ids: PVector[int],
+    block_hashes: PVector[BlockHash],
+) -> RequestBlockHashes:
+    return RequestBlockHashes(
+        scheme=scheme, request=request, all_token_ids=all_token_ids, block_hashes=block_hashes
+    )
+
 
 _FAST = fast_hash_token_blocks
