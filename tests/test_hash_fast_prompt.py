@@ -18,12 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvpure.errors import CborEncodeError, InvalidFieldError, UnknownHashAlgorithmError
-from kvpure.hashing.fast_encoding import encode_token_blocks
+from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
 from kvpure.hashing.fast_prompt import (
     HASH_ALGORITHMS,
     block_payloads,
-    cbor_dumps,
     hash_token_blocks,
+    one_block_hasher,
     reference_payload,
 )
 
@@ -150,11 +150,6 @@ def test_block_payloads_are_the_oracle_bytes(
         for i, (p, e) in enumerate(zip(block_parents, extras, strict=True))
     ]
     assert got == expected
-
-
-@given(obj=extra_values)
-def test_cbor_dumps_equals_cbor2_canonical(obj: object) -> None:
-    assert cbor_dumps(obj) == cbor2.dumps(obj, canonical=True)
 
 
 @given(
@@ -319,3 +314,35 @@ def test_the_same_extra_keys_object_in_many_blocks(algo: str) -> None:
     assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
         algo, parent, tokens, 16, extras
     )
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@given(
+    tokens=st.one_of(st.lists(vocab_ids, min_size=1, max_size=40), token_lists),
+    extra=extra_keys_of_block,
+    parent=parents,
+)
+def test_one_block_hasher_equals_the_oracle(
+    algo: str, tokens: list[int], extra: tuple[object, ...] | None, parent: bytes
+) -> None:
+    block_size = max(1, len(tokens))
+    hasher = one_block_hasher(algo, block_size, extra)
+    block = tokens[:block_size]
+    expected = oracle_chain(algo, parent, block, len(block), [extra]) if block else None
+    if expected is not None:
+        assert hasher(parent, block) == expected[0]
+        assert hasher(parent, tuple(block)) == expected[0]
+
+
+@given(
+    tokens=st.lists(
+        st.one_of(vocab_ids, st.integers(2**18 - 3, 2**18 + 3), any_ids, st.booleans()),
+        max_size=40,
+    )
+)
+def test_cbor_token_items_equal_cbor2_or_refuse(tokens: list[int]) -> None:
+    got = cbor_token_items(tokens)
+    if all(type(t) is int and 0 <= t < 2**32 for t in tokens):
+        assert got == b"".join(cbor2.dumps(t) for t in tokens)
+    else:
+        assert got is None

@@ -8,6 +8,8 @@ prompt embeddings, both profiles, every algorithm.
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import NamedTuple
 
 from hypothesis import given, settings
@@ -129,6 +131,33 @@ def test_public_extension_path_equals_reference(
         fast = fast.append_output_token_ids(step)
         reference = reference.append_output_token_ids(step, chain_hasher=hash_token_blocks)
         assert list(fast.block_hashes) == list(reference.block_hashes)
+        assert list(fast.all_token_ids) == list(reference.all_token_ids)
+
+
+@given(
+    requests(),
+    st.integers(min_value=1, max_value=9),
+    ALGORITHMS,
+    PROFILES,
+    st.lists(st.integers(min_value=0, max_value=200_000), max_size=60),
+)
+def test_decoding_one_token_at_a_time_equals_the_reference(
+    raw: RawRequest, block_size: int, algo: str, profile: VllmHashProfile, outputs: list[int]
+) -> None:
+    request = raw.build()
+    scheme = _scheme(algo, block_size, profile)
+    fast = RequestBlockHashes.start(scheme, request)
+    reference = RequestBlockHashes.start(scheme, request, chain_hasher=hash_token_blocks)
+    for token in outputs:
+        fast = fast.append_output_token_ids(token)
+        reference = reference.append_output_token_ids(token, chain_hasher=hash_token_blocks)
+        assert list(fast.block_hashes) == list(reference.block_hashes)
+    tokens = (*request.prompt_token_ids_for_hashing, *outputs)
+    if not request.mm_features:  # then resuming changes nothing: all blocks in one scan
+        keys = extra_keys_for_blocks(profile, request, block_size, 0, len(tokens) // block_size)
+        expected = hash_token_blocks(algo, scheme.none_hash, tokens, block_size, keys)
+        assert list(fast.block_hashes) == expected
+    assert fast.num_tokens == len(tokens)
 
 
 def test_the_public_default_is_the_fast_hasher() -> None:
@@ -157,3 +186,16 @@ def test_extra_keys_for_blocks_equals_the_block_by_block_scan(
         )
         expected.append(keys)
     assert extra_keys_for_blocks(profile, request, block_size, start, num_blocks) == expected
+
+
+def test_request_state_pickles_and_copies() -> None:
+    request = HashRequest(prompt_token_ids=tuple(range(1000, 1040)), lora_name="sql")
+    scheme = _scheme("sha256_cbor", 16, VLLM_0_33)
+    state = RequestBlockHashes.start(scheme, request).append_output_token_ids(range(10))
+    restored = pickle.loads(pickle.dumps(state))
+    assert restored == state
+    assert copy.deepcopy(state) == state
+    assert list(restored.append_output_token_ids(range(30)).block_hashes) == list(
+        state.append_output_token_ids(range(30)).block_hashes
+    )
+    assert len(restored.append_output_token_ids(range(30)).block_hashes) == 5

@@ -37,6 +37,7 @@ from kvpure.hashing import (
 )
 from kvpure.hashing import xxhash as kv_xxhash
 from kvpure.hashing import xxhash_cbor as kv_xxhash_cbor
+from kvpure.hashing.cbor import canonical_cbor_dumps_memo
 
 ALGORITHMS = st.sampled_from(("sha256", "sha256_cbor", "xxhash", "xxhash_cbor"))
 PROFILES = st.sampled_from((VLLM_0_26, VLLM_0_33))
@@ -225,14 +226,26 @@ def test_prompt_hashing_equals_step_by_step_extension(
     assert list(state.block_hashes) == list(whole)
 
 
+class _Id(int):
+    """An int subclass (as an IntEnum would be): cbor2 writes it as the int."""
+
+
+class _Text(str):
+    """A str subclass: cbor2 writes it as the str."""
+
+
 payloads = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
     | st.integers(min_value=-(2**200), max_value=2**200)
     | st.sampled_from((2**64 - 1, 2**64, -(2**64), -(2**64) - 1, 23, 24, 255, 256, -24, -25))
+    | st.integers().map(_Id)
+    | st.floats()
     | st.binary(max_size=300)
-    | st.text(max_size=300),
+    | st.binary(max_size=30).map(bytearray)
+    | st.text(max_size=300)
+    | st.text(max_size=30).map(_Text),
     lambda children: st.lists(children, max_size=30) | st.tuples(children, children),
     max_leaves=40,
 )
@@ -243,6 +256,14 @@ def test_cbor_encoder_equals_cbor2_canonical(value: object) -> None:
     assert canonical_cbor_dumps(value) == cbor2.dumps(value, canonical=True)
     assert sha256_cbor(value) == ORACLE["sha256_cbor"](value)
     assert kv_xxhash_cbor(value) == ORACLE["xxhash_cbor"](value)
+
+
+@given(payloads)
+def test_memoizing_cbor_encoder_equals_cbor2_canonical(value: object) -> None:
+    memo: dict[int, bytes] = {}
+    repeated = (value, value, [value])  # the same objects met again come from the memo
+    assert canonical_cbor_dumps_memo(repeated, memo) == cbor2.dumps(repeated, canonical=True)
+    assert canonical_cbor_dumps_memo(value, memo) == cbor2.dumps(value, canonical=True)
 
 
 @given(payloads)

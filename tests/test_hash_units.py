@@ -326,8 +326,15 @@ def test_view_indexing_follows_vllm() -> None:
         view["0"]  # type: ignore[call-overload]  # wrong on purpose
 
 
-def test_cbor_refuses_what_vllm_payloads_never_hold() -> None:
-    with pytest.raises(CborEncodeError, match="float"):
-        canonical_cbor_dumps((1.5,))
+def test_cbor_refuses_what_cbor2_cannot_encode_or_payloads_never_hold() -> None:
+    with pytest.raises(CborEncodeError, match="frozenset"):
+        canonical_cbor_dumps((frozenset({1}),))
     with pytest.raises(CborEncodeError, match="UTF-8"):
-        canonical_cbor_dumps("\ud800")
+        canonical_cbor_dumps("\ud800")  # cbor2 raises UnicodeEncodeError here
+
+
+def test_cbor_floats_are_shortest_form() -> None:
+    # RFC 8949 examples: 1.5 fits a half float, 100000.0 a single, 1.1 needs a double
+    assert canonical_cbor_dumps((1.5, 100000.0)) == bytes.fromhex("82f93e00fa47c35000")
+    assert canonical_cbor_dumps(1.1) == bytes.fromhex("fb3ff199999999999a")
+    assert canonical_cbor_dumps(float("nan")) == bytes.fromhex("f97e00")

@@ -156,6 +156,28 @@ def resume_mm_index(profile: VllmHashProfile, request: HashRequest, start_token_
     return _RESUME[profile.mm_resume_rule](request.mm_features, start_token_idx)
 
 
+def steady_extra_keys_start(request: HashRequest, block_size: int) -> int | None:
+    """The first block start from which every block has the same extra keys, or None.
+
+    None with prompt embeddings (each block hashes its own rows). Otherwise it is the
+    first block start past token 0 (the cache salt) and past the end of the last
+    multimodal item: from there vLLM's scan returns at once, whatever its index, so a
+    block has the LoRA key or nothing (:func:`steady_extra_keys`).
+    """
+    if request.prompt_embeds is not None:
+        return None
+    features = request.mm_features
+    last_end = features[-1].end if features else 0
+    return max(block_size, -(-last_end // block_size) * block_size)
+
+
+def steady_extra_keys(profile: VllmHashProfile, request: HashRequest) -> ExtraKeys:
+    """The extra keys of every block from :func:`steady_extra_keys_start` on."""
+    if request.lora_name is None:
+        return None
+    return (_LORA_KEY[profile.extra_key_style](request),)
+
+
 def _uniform_extra_keys(
     profile: VllmHashProfile, request: HashRequest, start_token_idx: int, num_blocks: int
 ) -> list[ExtraKeys]:
@@ -213,6 +235,9 @@ def extra_keys_for_blocks(
     starts by the profile's resume rule and carries from block to block.
     """
     if request.prompt_embeds is None and num_blocks > 0:
+        steady_start = steady_extra_keys_start(request, block_size)
+        if steady_start is not None and start_token_idx >= steady_start:
+            return [steady_extra_keys(profile, request)] * num_blocks
         if not request.mm_features:
             return _uniform_extra_keys(profile, request, start_token_idx, num_blocks)
         if start_token_idx == 0:

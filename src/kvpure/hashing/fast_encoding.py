@@ -1,153 +1,35 @@
-"""Encoders for the fast prompt hasher: canonical CBOR, and a whole prompt's tokens at once.
+"""Token encoders for the fast prompt hasher: a whole prompt's tokens at once, or a few.
 
-:func:`cbor_dumps` is a reference canonical-CBOR encoder (``cbor2.dumps(x, canonical=True)``
-for the kinds of values vLLM hashes). :func:`encode_token_blocks` encodes every token of a
-prompt as CBOR array items in a handful of C-level passes and returns them grouped by
-block. :func:`cbor_token_run` does the same for a few tokens,
-one by one, without the whole-prompt setup.
+The reference canonical-CBOR encoder is :mod:`kvpure.hashing.cbor`; these encode only
+token ids that are plain ints in ``[0, 2**32)`` and leave everything else to it.
+:func:`encode_token_blocks` encodes every token of a prompt as CBOR array items in a
+handful of C-level passes and returns them grouped by block. :func:`cbor_token_run` does
+the same for a few tokens, one by one, without the whole-prompt setup.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 import struct
 import sys
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import repeat
-from typing import Any
+from operator import itemgetter
 
-from kvpure.errors import CborEncodeError
+from kvpure.hashing.cbor import cbor_head
 
 __all__ = [
+    "CBOR_TOKEN_TABLE_SIZE",
     "all_plain_ints",
-    "cbor_dumps",
-    "cbor_head",
-    "cbor_memo",
+    "cbor_token_items",
     "cbor_token_run",
+    "cbor_token_table",
     "encode_token_blocks",
 ]
 
 
-# ---------------------------------------------------------------------------
-# Canonical CBOR (the reference encoder for the *_cbor algorithms)
-# ---------------------------------------------------------------------------
-
-
-def cbor_head(major: int, value: int) -> bytes:
-    """The shortest CBOR head of ``major`` type carrying ``value`` (0 <= value < 2**64)."""
-    tag = major << 5
-    if value < 24:
-        return bytes((tag | value,))
-    if value < 0x100:
-        return bytes((tag | 24, value))
-    if value < 0x10000:
-        return bytes((tag | 25,)) + value.to_bytes(2, "big")
-    if value < 0x100000000:
-        return bytes((tag | 26,)) + value.to_bytes(4, "big")
-    return bytes((tag | 27,)) + value.to_bytes(8, "big")
-
-
 _UINT_BELOW_256 = tuple(cbor_head(0, value) for value in range(256))
-_TEXT_HEADS = tuple(cbor_head(3, length) for length in range(256))
-_BYTES_HEADS = tuple(cbor_head(2, length) for length in range(256))
-
-
-def _cbor_int(value: int) -> bytes:
-    if 0 <= value < 256:
-        return _UINT_BELOW_256[value]
-    if 0 <= value < 1 << 64:
-        return cbor_head(0, value)
-    if -(1 << 64) <= value < 0:
-        return cbor_head(1, -1 - value)
-    lead, magnitude = (b"\xc2", value) if value > 0 else (b"\xc3", -1 - value)
-    digits = magnitude.to_bytes((magnitude.bit_length() + 7) // 8, "big")
-    return lead + cbor_head(2, len(digits)) + digits
-
-
-def _cbor_text(value: str) -> bytes:
-    data = value.encode("utf-8")
-    size = len(data)
-    return (_TEXT_HEADS[size] if size < 256 else cbor_head(3, size)) + data
-
-
-def _cbor_bytes(value: bytes | bytearray) -> bytes:
-    size = len(value)
-    return (_BYTES_HEADS[size] if size < 256 else cbor_head(2, size)) + value
-
-
-def _cbor_array(value: Sequence[object]) -> bytes:
-    return cbor_head(4, len(value)) + b"".join([cbor_dumps(item) for item in value])
-
-
-def _cbor_float(value: float) -> bytes:
-    if math.isnan(value):
-        return b"\xf9\x7e\x00"
-    for fmt, lead in ((">e", b"\xf9"), (">f", b"\xfa")):
-        try:
-            packed = struct.pack(fmt, value)
-        except OverflowError:
-            continue
-        if struct.unpack(fmt, packed)[0] == value:
-            return lead + packed
-    return b"\xfb" + struct.pack(">d", value)
-
-
-def _cbor_none(_value: None) -> bytes:
-    return b"\xf6"
-
-
-def _cbor_bool(value: bool) -> bytes:
-    return b"\xf5" if value else b"\xf4"
-
-
-# Exact types only: a subclass (an IntEnum, a str subclass) is refused, never guessed at.
-_CBOR_ENCODERS: dict[type, Callable[[Any], bytes]] = {
-    str: _cbor_text,
-    int: _cbor_int,
-    tuple: _cbor_array,
-    list: _cbor_array,
-    bytes: _cbor_bytes,
-    bytearray: _cbor_bytes,
-    type(None): _cbor_none,
-    bool: _cbor_bool,
-    float: _cbor_float,
-}
-
-
-def cbor_dumps(obj: object) -> bytes:
-    """Encode ``obj`` as ``cbor2.dumps(obj, canonical=True)`` does.
-
-    Supports None, bool, int (bignums included), float, bytes, bytearray, str, tuple and
-    list: every kind of value vLLM puts in a block-hash payload. Raises
-    :class:`~kvpure.errors.CborEncodeError` for anything else.
-    """
-    encoder = _CBOR_ENCODERS.get(type(obj))
-    if encoder is None:
-        raise CborEncodeError(
-            type_name=type(obj).__name__,
-            reason="block-hash payloads hold only None, bool, int, float, bytes, str, tuple "
-            "and list (exactly these types, not subclasses)",
-        )
-    return encoder(obj)
-
-
-def cbor_memo(obj: object, memo: dict[int, bytes]) -> bytes:
-    """:func:`cbor_dumps`, remembering each object's encoding by identity.
-
-    ``memo`` must only live while every object it has seen is alive (one call of the
-    hasher, which holds the extra keys), since identities are reused after that.
-    """
-    encoded = memo.get(id(obj))
-    if encoded is None:
-        if type(obj) is tuple or type(obj) is list:
-            items: Sequence[object] = obj
-            encoded = cbor_head(4, len(items)) + b"".join([cbor_memo(i, memo) for i in items])
-        else:
-            encoded = cbor_dumps(obj)
-        memo[id(obj)] = encoded
-    return encoded
-
 
 _PACK_HEAD_U16 = struct.Struct(">BH").pack
 _PACK_HEAD_U32 = struct.Struct(">BI").pack
@@ -169,6 +51,34 @@ def cbor_token_run(token_ids: Sequence[int]) -> bytes | None:
         else:
             return None
     return b"".join(parts)
+
+
+CBOR_TOKEN_TABLE_SIZE = 1 << 18
+"""Token ids below this (every vocabulary up to Gemma 3's 262,144) are looked up."""
+
+
+@functools.cache
+def cbor_token_table() -> tuple[bytes, ...]:
+    """The CBOR item of every token id below :data:`CBOR_TOKEN_TABLE_SIZE`, by id.
+
+    Built on first use (about 40 ms, 12 MB) and then kept for the process: a pure memo,
+    the same table for every caller, never changed.
+    """
+    items = list(_UINT_BELOW_256)
+    items += map(_PACK_HEAD_U16, repeat(0x19), range(256, 0x10000))
+    items += map(_PACK_HEAD_U32, repeat(0x1A), range(0x10000, CBOR_TOKEN_TABLE_SIZE))
+    return tuple(items)
+
+
+def cbor_token_items(token_ids: Sequence[int]) -> bytes | None:
+    """The CBOR items of a block's tokens; None if one is not an int in [0, 2**32)."""
+    count = len(token_ids)
+    if count < 2 or tuple(map(type, token_ids)).count(int) != count or min(token_ids) < 0:
+        return cbor_token_run(token_ids)  # one by one; it refuses what it cannot encode
+    try:
+        return b"".join(itemgetter(*token_ids)(cbor_token_table()))
+    except IndexError:  # an id past the table
+        return cbor_token_run(token_ids)
 
 
 # ---------------------------------------------------------------------------

@@ -16,11 +16,12 @@ each payload in a Python loop.
 
 Anything outside the CBOR fast path's domain (ids that are not plain ints in
 ``[0, 2**32)``, a parent that is not ``bytes``) goes to the reference encoder
-(:func:`~kvpure.hashing.fast_encoding.cbor_dumps`), never to a different hash.
+(:func:`~kvpure.hashing.cbor.canonical_cbor_dumps`), never to a different hash.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 from collections.abc import Callable, Iterable, Sequence
@@ -29,19 +30,17 @@ from itertools import repeat
 import xxhash
 
 from kvpure.errors import InvalidFieldError, UnknownHashAlgorithmError
-from kvpure.hashing.fast_encoding import (
-    cbor_dumps,
-    cbor_head,
-    cbor_memo,
-    cbor_token_run,
-    encode_token_blocks,
-)
+from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
+from kvpure.hashing.cbor import canonical_cbor_dumps_memo as cbor_memo
+from kvpure.hashing.cbor import cbor_head
+from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
 
 __all__ = [
     "HASH_ALGORITHMS",
+    "OneBlockHasher",
     "block_payloads",
-    "cbor_dumps",
     "hash_token_blocks",
+    "one_block_hasher",
     "reference_payload",
 ]
 
@@ -59,7 +58,7 @@ _FEW_PICKLE_BLOCKS = 4  # up to this many blocks, slicing beats setting up zip
 
 
 def _sha256_digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
+    return hashlib.sha256(data).digest()  # (hashlib's sha256 object has no one-call digest)
 
 
 _DIGEST_FNS: dict[str, Callable[[bytes], bytes]] = {
@@ -68,6 +67,9 @@ _DIGEST_FNS: dict[str, Callable[[bytes], bytes]] = {
     "xxhash": xxhash.xxh3_128_digest,
     "xxhash_cbor": xxhash.xxh3_128_digest,
 }
+
+
+_CBOR_DIGEST_FNS = {name: fn for name, fn in _DIGEST_FNS.items() if HASH_ALGORITHMS[name]}
 
 
 # ---------------------------------------------------------------------------
@@ -132,6 +134,33 @@ def _extra_parts(extras: tuple[object, ...], memo: dict[int, bytes]) -> list[byt
     return parts
 
 
+def _is_plain_key(value: object) -> bool:
+    """Whether ``value`` is built of exact str, int and bytes in exact tuples only.
+
+    For such values equality implies the same CBOR bytes (not so in general:
+    ``(1,) == (True,) == (1.0,)``), so they may key a cache by value.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bytes:
+        return True
+    if kind is tuple and isinstance(value, tuple):
+        return all(map(_is_plain_key, value))
+    return False
+
+
+_plain_keys_cbor = functools.lru_cache(maxsize=1024)(cbor_dumps)
+"""A pure memo of the reference encoder, called only for :func:`_is_plain_key` values."""
+
+
+def _extra_keys_cbor(extra: object) -> bytes:
+    """One block's encoded extra keys; the usual ones (LoRA, salt) from a bounded memo."""
+    if extra is None:
+        return b"\xf6"
+    if _is_plain_key(extra):
+        return _plain_keys_cbor(extra)
+    return cbor_dumps(extra)
+
+
 def _cbor_tails(
     token_ids: Sequence[int], block_size: int, extras: tuple[object, ...]
 ) -> list[bytes] | None:
@@ -146,9 +175,52 @@ def _cbor_tails(
     return list(map(b"".join, grouped))
 
 
+_PAYLOAD_HEADS = tuple(b"\x83" + cbor_head(2, size) for size in range(256))
+
+
 def _cbor_head_of_payload(parent: bytes) -> bytes:
     """The payload's array head and the head of the parent's byte string."""
-    return b"\x83" + cbor_head(2, len(parent))
+    size = len(parent)
+    return _PAYLOAD_HEADS[size] if size < 256 else b"\x83" + cbor_head(2, size)
+
+
+OneBlockHasher = Callable[[bytes, Sequence[int]], bytes]
+"""``f(parent, block_token_ids)``: one block's digest, its extra keys fixed."""
+
+
+def one_block_hasher(
+    algo_name: str, block_size: int, extra_keys: tuple[object, ...] | None
+) -> OneBlockHasher:
+    """A function that hashes one block of ``block_size`` tokens with ``extra_keys``.
+
+    ``f(parent, tokens)`` is vLLM's ``hash_fn((parent, tuple(tokens), extra_keys))``, for
+    every input. For CBOR the extra keys are encoded once, here (they must not change
+    while ``f`` is used: kvpure's own extra keys are tuples of strings and ints); for
+    pickle ``f`` is vLLM's expression itself. Decoding builds it once per request.
+    """
+    cbor = _check_algo(algo_name)
+    digest = _DIGEST_FNS[algo_name]
+    if not cbor:
+        dumps = pickle.dumps
+
+        def hash_pickled(parent: bytes, tokens: Sequence[int]) -> bytes:
+            return digest(dumps((parent, tuple(tokens), extra_keys), 5))
+
+        return hash_pickled
+    extra_part = cbor_dumps(extra_keys)
+    array_head = cbor_head(4, block_size)
+
+    heads = _PAYLOAD_HEADS
+
+    def hash_cbor(parent: bytes, tokens: Sequence[int]) -> bytes:
+        items = cbor_token_items(tokens)
+        if items is None or type(parent) is not bytes or len(tokens) != block_size:
+            return digest(cbor_dumps((parent, tuple(tokens), extra_keys)))
+        size = len(parent)
+        head = heads[size] if size < 256 else b"\x83" + cbor_head(2, size)
+        return digest(b"".join((head, parent, array_head, items, extra_part)))
+
+    return hash_cbor
 
 
 # ---------------------------------------------------------------------------
@@ -213,16 +285,26 @@ def hash_token_blocks(
     parent`` and ``parent_i`` the digest of block ``i - 1``. ``algo_name`` is one of
     :data:`HASH_ALGORITHMS`. The result is byte-identical to hashing block by block.
     """
-    known = HASH_ALGORITHMS.get(algo_name)
     num_blocks = len(extra_keys)
+    if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
+        block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
+        if algo_name == "sha256":
+            return [hashlib.sha256(pickle.dumps((parent, block, extra_keys[0]), 5)).digest()]
+        if algo_name == "xxhash":
+            return [xxhash.xxh3_128_digest(pickle.dumps((parent, block, extra_keys[0]), 5))]
+        digest = _CBOR_DIGEST_FNS.get(algo_name)
+        if digest is not None and type(parent) is bytes:
+            items = cbor_token_items(block)
+            if items is not None:
+                extra = _extra_keys_cbor(extra_keys[0])
+                head = _cbor_head_of_payload(parent)
+                return [digest(b"".join((head, parent, cbor_head(4, block_size), items, extra)))]
+    known = HASH_ALGORITHMS.get(algo_name)
     num_tokens = num_blocks * block_size
     if known is None or block_size < 1 or len(token_ids) < num_tokens:
         _check_algo(algo_name)  # these raise the typed errors
         _check_sizes(token_ids, block_size, num_blocks)
     if not known:
-        if num_blocks == 1:  # decoding: vLLM's own expression, nothing around it
-            block = tuple(token_ids[:block_size])
-            return [_DIGEST_FNS[algo_name](pickle.dumps((parent, block, extra_keys[0]), 5))]
         return _pickle_chain(algo_name, parent, token_ids, block_size, extra_keys)
     if num_tokens <= _FEW_TOKENS:  # decoding: no whole-prompt setup
         return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extra_keys)
@@ -302,9 +384,9 @@ def _cbor_one_by_one(
     start = 0
     for extra in extras:
         block = token_ids[start : start + block_size]
-        if type(parent) is bytes and (run := cbor_token_run(block)) is not None:
+        if type(parent) is bytes and (run := cbor_token_items(block)) is not None:
             payload = _cbor_head_of_payload(parent) + parent + array_head + run
-            payload += cbor_dumps(extra)
+            payload += _extra_keys_cbor(extra)
         else:
             payload = cbor_dumps((parent, tuple(block), extra))
         parent = digest(payload)
