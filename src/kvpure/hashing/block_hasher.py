@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, cast, overload, runtime_checkable
 
 from pyrsistent import PVector, pvector
 
@@ -176,7 +176,52 @@ def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None
     return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash)
 
 
+_Pending = tuple[object, ...]
+"""The tokens after the last hashed block, newest first, as nested triples
+``(rest, token, count)`` (``()`` when none; ``count`` the number of tokens up to
+that one): appending one token is one small tuple, whatever the block size."""
+
+
+def _pending_of(tokens: Sequence[int]) -> _Pending:
+    node: _Pending = ()
+    for count, token in enumerate(tokens, 1):
+        node = (node, token, count)
+    return node
+
+
+def _num_pending(node: _Pending) -> int:
+    return cast("int", node[2]) if node else 0
+
+
+def _pending_tokens(node: _Pending) -> list[int]:
+    num_pending = _num_pending(node)
+    tokens = [0] * num_pending
+    for index in range(num_pending - 1, -1, -1):
+        node, tokens[index], _ = cast("tuple[_Pending, int, int]", node)
+    return tokens
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
+class _RequestContext:
+    """What every state of one request shares: its scheme, request and decode plan."""
+
+    scheme: HashScheme
+    request: HashRequest
+    block_size: int
+    plan: _DecodePlan | None = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _HashedBlocks:
+    """The hashed blocks of a request state: shared by the states until the next block."""
+
+    context: _RequestContext
+    block_hashes: PVector[BlockHash]
+    token_ids: PVector[int]
+    """The tokens of the hashed blocks."""
+
+
+@dataclass(frozen=True, slots=True, init=False, repr=False)
 class RequestBlockHashes:
     """A request's tokens so far and their block hashes, extended as output arrives.
 
@@ -186,20 +231,71 @@ class RequestBlockHashes:
     blocks past the prompt's multimodal items have the same extra keys (unless
     the prompt has embeddings), so the value builds their one-block hasher once,
     at construction, and hands it on to the values it returns.
+
+    Built as ``RequestBlockHashes(scheme=, request=, all_token_ids=, block_hashes=)``.
+    Inside, the hashed blocks (their hashes and tokens, PVectors extended once
+    per block) are one shared value and the tokens after them a chain of small
+    tuples, so that appending one token costs one tuple and one new value of
+    two fields; ``all_token_ids`` is built from them when read.
     """
 
-    scheme: HashScheme
-    request: HashRequest
-    all_token_ids: PVector[int]
-    block_hashes: PVector[BlockHash]
-    _plan: _DecodePlan | None = field(init=False, repr=False, compare=False, hash=False)
-    _pending: tuple[int, ...] = field(init=False, repr=False, compare=False, hash=False)
-    """The tokens after the last hashed block (the start of the next one)."""
+    _hashed: _HashedBlocks
+    _pending: _Pending
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_plan", _decode_plan(self.scheme, self.request))
-        start = len(self.block_hashes) * self.scheme.block_size
-        object.__setattr__(self, "_pending", tuple(self.all_token_ids[start:]))
+    def __init__(
+        self,
+        *,
+        scheme: HashScheme,
+        request: HashRequest,
+        all_token_ids: Sequence[int],
+        block_hashes: PVector[BlockHash],
+    ) -> None:
+        block_size = scheme.block_size
+        context = _RequestContext(
+            scheme=scheme,
+            request=request,
+            block_size=block_size,
+            plan=_decode_plan(scheme, request),
+        )
+        tokens: PVector[int] = (
+            all_token_ids if isinstance(all_token_ids, PVector) else pvector(all_token_ids)
+        )
+        start = len(block_hashes) * block_size
+        pending = tokens[start:]
+        hashed = _HashedBlocks(
+            context=context,
+            block_hashes=block_hashes,
+            token_ids=tokens[:start] if pending else tokens,
+        )
+        object.__setattr__(self, "_hashed", hashed)
+        object.__setattr__(self, "_pending", _pending_of(pending))
+
+    @property
+    def scheme(self) -> HashScheme:
+        """The hashing scheme."""
+        return self._hashed.context.scheme
+
+    @property
+    def request(self) -> HashRequest:
+        """The request (its prompt and extra keys)."""
+        return self._hashed.context.request
+
+    @property
+    def block_hashes(self) -> PVector[BlockHash]:
+        """The hashes of the full blocks so far."""
+        return self._hashed.block_hashes
+
+    @property
+    def all_token_ids(self) -> PVector[int]:
+        """Prompt (zeros for embeddings) plus output tokens so far (built when read)."""
+        if not self._pending:
+            return self._hashed.token_ids
+        return self._hashed.token_ids.extend(_pending_tokens(self._pending))
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus output tokens so far."""
+        return len(self._hashed.token_ids) + _num_pending(self._pending)
 
     @classmethod
     def start(
@@ -221,54 +317,95 @@ class RequestBlockHashes:
         chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
     ) -> RequestBlockHashes:
         """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
-        new_tokens = (token_ids,) if isinstance(token_ids, int) else tuple(token_ids)
-        tokens = self.all_token_ids.extend(new_tokens)
-        pending = self._pending + new_tokens
-        hashes = self.block_hashes
-        block_size = self.scheme.block_size
-        if len(pending) < block_size:  # no new full block
-            return self._evolve(tokens, hashes, pending)
-        plan = self._plan
-        start = len(hashes) * block_size
-        if plan is not None and start >= plan.steady_start and chain_hasher is _FAST:
-            hash_block = plan.hash_block
-            parent = hashes[-1]  # start >= steady_start >= block_size: a block before
-            while len(pending) >= block_size:
-                parent = hash_block(parent, pending[:block_size])
-                hashes = hashes.append(parent)
-                pending = pending[block_size:]
+        hashed = self._hashed
+        node = self._pending
+        if isinstance(token_ids, int):
+            count = node[2] + 1 if node else 1  # type: ignore[operator]  # node[2] is the int count
+            if count < hashed.context.block_size:  # no new full block: the common step
+                new = object.__new__(RequestBlockHashes)
+                object.__setattr__(new, "_hashed", hashed)
+                object.__setattr__(new, "_pending", (node, token_ids, count))
+                return new
+            pending = _pending_tokens(node)
+            pending.append(token_ids)
         else:
-            hashes = extend_block_hashes(
-                self.scheme, self.request, tokens, hashes, chain_hasher=chain_hasher
-            )
-            pending = pending[len(pending) // block_size * block_size :]
-        return self._evolve(tokens, hashes, pending)
+            pending = _pending_tokens(node)
+            pending.extend(token_ids)
+        return _hash_pending(hashed, pending, chain_hasher)
 
-    def _evolve(
-        self,
-        all_token_ids: PVector[int],
-        block_hashes: PVector[BlockHash],
-        pending: tuple[int, ...],
-    ) -> RequestBlockHashes:
-        """This state with new tokens and hashes; the checked fields and plan carried over."""
-        new = object.__new__(RequestBlockHashes)
-        set_field = object.__setattr__
-        set_field(new, "scheme", self.scheme)
-        set_field(new, "request", self.request)
-        set_field(new, "all_token_ids", all_token_ids)
-        set_field(new, "block_hashes", block_hashes)
-        set_field(new, "_plan", self._plan)
-        set_field(new, "_pending", pending)
-        return new
-
-    @property
-    def num_tokens(self) -> int:
-        """Prompt plus output tokens so far."""
-        return len(self.all_token_ids)
+    def __repr__(self) -> str:
+        return (
+            f"RequestBlockHashes(scheme={self.scheme!r}, request={self.request!r}, "
+            f"all_token_ids={self.all_token_ids!r}, block_hashes={self.block_hashes!r})"
+        )
 
     def __reduce__(self) -> tuple[object, ...]:
         """Pickled by its public fields; the decode plan (a closure) is rebuilt."""
         return (_rebuild, (self.scheme, self.request, self.all_token_ids, self.block_hashes))
+
+
+def _hash_pending(
+    hashed: _HashedBlocks, pending: list[int], chain_hasher: TokenBlockChainHasher
+) -> RequestBlockHashes:
+    """The state whose tokens after ``hashed`` are ``pending``, its full blocks hashed."""
+    context = hashed.context
+    block_size = context.block_size
+    num_full = len(pending) // block_size * block_size
+    if num_full:
+        hashes = hashed.block_hashes
+        plan = context.plan
+        start = len(hashes) * block_size
+        if plan is not None and start >= plan.steady_start and chain_hasher is _FAST:
+            hash_block = plan.hash_block
+            parent = hashes[-1]  # start >= steady_start >= block_size: a block before
+            for block_start in range(0, num_full, block_size):
+                parent = hash_block(parent, pending[block_start : block_start + block_size])
+                hashes = hashes.append(parent)
+        else:
+            hashes = extend_block_hashes(
+                context.scheme,
+                context.request,
+                _Joined(hashed.token_ids, pending),
+                hashes,
+                chain_hasher=chain_hasher,
+            )
+        hashed = _HashedBlocks(
+            context=context,
+            block_hashes=hashes,
+            token_ids=hashed.token_ids.extend(pending[:num_full]),
+        )
+    new = object.__new__(RequestBlockHashes)
+    object.__setattr__(new, "_hashed", hashed)
+    object.__setattr__(new, "_pending", _pending_of(pending[num_full:]))
+    return new
+
+
+class _Joined(Sequence[int]):
+    """The hashed tokens followed by the pending ones, sliced without joining them all."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, head: PVector[int], tail: list[int]) -> None:
+        self._head = head
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        head = len(self._head)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step == 1 and start >= head:
+                return self._tail[start - head : stop - head]
+            return [self[i] for i in range(start, stop, step)]
+        if index < 0:
+            index += len(self)
+        return self._head[index] if index < head else self._tail[index - head]
 
 
 def _rebuild(
