@@ -177,27 +177,25 @@ def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None
 
 
 _Pending = tuple[object, ...]
-"""The tokens after the last hashed block, newest first, as nested triples
-``(rest, token, count)`` (``()`` when none; ``count`` the number of tokens up to
-that one): appending one token is one small tuple, whatever the block size."""
+"""A request state's hashed blocks and the tokens after them, newest first, as a chain
+of small tuples ``(hashed, count, token, rest)``, ``count`` the number of tokens up to
+``token``; the chain ends in ``(hashed, 0, None, None)``. Appending one token is one
+such tuple, whatever the block size."""
 
 
-def _pending_of(tokens: Sequence[int]) -> _Pending:
-    node: _Pending = ()
+def _pending_of(hashed: _HashedBlocks, tokens: Sequence[int]) -> _Pending:
+    node: _Pending = (hashed, 0, None, None)
     for count, token in enumerate(tokens, 1):
-        node = (node, token, count)
+        node = (hashed, count, token, node)
     return node
 
 
-def _num_pending(node: _Pending) -> int:
-    return cast("int", node[2]) if node else 0
-
-
 def _pending_tokens(node: _Pending) -> list[int]:
-    num_pending = _num_pending(node)
+    num_pending = cast("int", node[1])
     tokens = [0] * num_pending
     for index in range(num_pending - 1, -1, -1):
-        node, tokens[index], _ = cast("tuple[_Pending, int, int]", node)
+        tokens[index] = cast("int", node[2])
+        node = cast("_Pending", node[3])
     return tokens
 
 
@@ -216,9 +214,23 @@ class _HashedBlocks:
     """The hashed blocks of a request state: shared by the states until the next block."""
 
     context: _RequestContext
+    block_size: int
     block_hashes: PVector[BlockHash]
     token_ids: PVector[int]
     """The tokens of the hashed blocks."""
+
+
+def _hashed_blocks(
+    context: _RequestContext, block_hashes: PVector[BlockHash], token_ids: PVector[int]
+) -> _HashedBlocks:
+    """A :class:`_HashedBlocks` built without its generated ``__init__`` (decoding builds
+    one per block)."""
+    new = object.__new__(_HashedBlocks)
+    object.__setattr__(new, "context", context)
+    object.__setattr__(new, "block_size", context.block_size)
+    object.__setattr__(new, "block_hashes", block_hashes)
+    object.__setattr__(new, "token_ids", token_ids)
+    return new
 
 
 @dataclass(frozen=True, slots=True, init=False, repr=False)
@@ -239,8 +251,7 @@ class RequestBlockHashes:
     two fields; ``all_token_ids`` is built from them when read.
     """
 
-    _hashed: _HashedBlocks
-    _pending: _Pending
+    _state: _Pending
 
     def __init__(
         self,
@@ -262,18 +273,17 @@ class RequestBlockHashes:
         )
         start = len(block_hashes) * block_size
         pending = tokens[start:]
-        hashed = _HashedBlocks(
-            context=context,
-            block_hashes=block_hashes,
-            token_ids=tokens[:start] if pending else tokens,
-        )
-        object.__setattr__(self, "_hashed", hashed)
-        object.__setattr__(self, "_pending", _pending_of(pending))
+        hashed = _hashed_blocks(context, block_hashes, tokens[:start] if pending else tokens)
+        object.__setattr__(self, "_state", _pending_of(hashed, pending))
 
     @property
     def scheme(self) -> HashScheme:
         """The hashing scheme."""
         return self._hashed.context.scheme
+
+    @property
+    def _hashed(self) -> _HashedBlocks:
+        return cast("_HashedBlocks", self._state[0])
 
     @property
     def request(self) -> HashRequest:
@@ -288,14 +298,15 @@ class RequestBlockHashes:
     @property
     def all_token_ids(self) -> PVector[int]:
         """Prompt (zeros for embeddings) plus output tokens so far (built when read)."""
-        if not self._pending:
+        state = self._state
+        if not state[1]:
             return self._hashed.token_ids
-        return self._hashed.token_ids.extend(_pending_tokens(self._pending))
+        return self._hashed.token_ids.extend(_pending_tokens(state))
 
     @property
     def num_tokens(self) -> int:
         """Prompt plus output tokens so far."""
-        return len(self._hashed.token_ids) + _num_pending(self._pending)
+        return len(self._hashed.token_ids) + cast("int", self._state[1])
 
     @classmethod
     def start(
@@ -317,14 +328,13 @@ class RequestBlockHashes:
         chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
     ) -> RequestBlockHashes:
         """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
-        hashed = self._hashed
-        node = self._pending
-        if isinstance(token_ids, int):
-            count = node[2] + 1 if node else 1  # type: ignore[operator]  # node[2] is the int count
-            if count < hashed.context.block_size:  # no new full block: the common step
-                new = object.__new__(RequestBlockHashes)
-                object.__setattr__(new, "_hashed", hashed)
-                object.__setattr__(new, "_pending", (node, token_ids, count))
+        node = self._state
+        hashed: _HashedBlocks = node[0]  # type: ignore[assignment]  # the chain's first item
+        if type(token_ids) is int or isinstance(token_ids, int):
+            count = node[1] + 1  # type: ignore[operator]  # the chain's second item: an int
+            if count < hashed.block_size:  # no new full block: the common step
+                new = _new_object(RequestBlockHashes)
+                _set_field(new, "_state", (hashed, count, token_ids, node))
                 return new
             pending = _pending_tokens(node)
             pending.append(token_ids)
@@ -369,14 +379,9 @@ def _hash_pending(
                 hashes,
                 chain_hasher=chain_hasher,
             )
-        hashed = _HashedBlocks(
-            context=context,
-            block_hashes=hashes,
-            token_ids=hashed.token_ids.extend(pending[:num_full]),
-        )
+        hashed = _hashed_blocks(context, hashes, hashed.token_ids.extend(pending[:num_full]))
     new = object.__new__(RequestBlockHashes)
-    object.__setattr__(new, "_hashed", hashed)
-    object.__setattr__(new, "_pending", _pending_of(pending[num_full:]))
+    object.__setattr__(new, "_state", _pending_of(hashed, pending[num_full:]))
     return new
 
 
@@ -420,3 +425,5 @@ def _rebuild(
 
 
 _FAST = fast_hash_token_blocks
+_new_object = object.__new__
+_set_field = object.__setattr__
