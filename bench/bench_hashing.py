@@ -299,16 +299,104 @@ def main(quick: bool) -> None:
                         f"{fast * us:8.2f} {floor * us:7.2f}          | "
                         f"{fast / base:7.3f} {fast / floor:8.2f}"
                     )
+    decode()
+
+
+# --- decoding: one token (or one block) at a time ------------------------------------------
+
+
+def baseline_decode_block(
+    request: Request,
+    tokens: Sequence[int],
+    block_size: int,
+    hash_fn: Callable[[object], bytes],
+    none_hash: bytes,
+) -> None:
+    """BASELINE decoding: append each token to the lists in place, run the block hasher
+    after each (vLLM's ``Request.append_output_token_ids``); then undo, to run again."""
+    all_token_ids = request.all_token_ids
+    block_hashes = request.block_hashes
+    for token in tokens:
+        all_token_ids.append(token)
+        block_hashes.extend(baseline_request_hasher(request, block_size, hash_fn, none_hash))
+    del all_token_ids[-len(tokens) :]
+    del block_hashes[-(len(tokens) // block_size) :]
+
+
+def kvpure_decode_block(state: RequestBlockHashes, tokens: Sequence[int]) -> RequestBlockHashes:
+    """kvpure decoding: a new value per token."""
+    for token in tokens:
+        state = state.append_output_token_ids(token)
+    return state
+
+
+def real_vllm_decoder(
+    prompt: Request, block_size: int, algo: str
+) -> tuple[object, Callable[[Sequence[int]], None]] | None:
+    """The REAL vLLM (``vllm.v1.request.Request`` with ``get_request_block_hasher``), if
+    vLLM is installed; else None. Returns the request and a function that appends tokens
+    one at a time through ``Request.append_output_token_ids`` and then undoes them."""
+    try:
+        from vllm.lora.request import LoRARequest
+        from vllm.multimodal.inputs import (
+            MultiModalFeatureSpec,
+            PlaceholderRange,
+        )
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import get_hash_fn_by_name
+        from vllm.v1.core import kv_cache_utils
+        from vllm.v1.request import Request as VllmRequest
+    except ImportError:
+        return None
+    hash_fn = get_hash_fn_by_name(algo)
+    kv_cache_utils.init_none_hash(hash_fn)
+    request = VllmRequest(
+        request_id="bench",
+        prompt_token_ids=list(prompt.all_token_ids),
+        sampling_params=SamplingParams(max_tokens=1 << 20),
+        pooling_params=None,
+        mm_features=[
+            MultiModalFeatureSpec(
+                data=None,
+                modality="image",
+                identifier=f.identifier,
+                mm_position=PlaceholderRange(offset=f.offset, length=f.length),
+            )
+            for f in prompt.mm_features
+        ],
+        lora_request=LoRARequest(prompt.lora_name or "", 1, "/lora") if prompt.lora_name else None,
+        cache_salt=prompt.cache_salt,
+        block_hasher=kv_cache_utils.get_request_block_hasher(block_size, hash_fn),
+    )
+
+    def decode(tokens: Sequence[int]) -> None:
+        for token in tokens:
+            request.append_output_token_ids(token)
+        del request._all_token_ids[-len(tokens) :]
+        del request._output_token_ids[-len(tokens) :]
+        del request.block_hashes[-(len(tokens) // block_size) :]
+
+    return request, decode
+
+
+def decode() -> None:
     print()
-    print("one-block extension (decode), 32,768 tokens hashed, LoRA + salt + images;")
-    print("us per call, each timed over 200 calls in a row, best of 50 interleaved rounds:")
+    print("decoding after a 32,768-token prompt, LoRA + salt + images; us per block,")
+    print("best of 50 interleaved rounds (one-block calls timed over 200 calls in a row):")
+    print("  block : BASELINE hashes one block (its tokens already in the list); kvpure")
+    print("          append_output_token_ids(block) / extend_block_hashes / one block hashed")
+    print("  1-tok : block_size tokens appended one at a time (BASELINE: list.append + the")
+    print("          hasher; kvpure: a new RequestBlockHashes per token); REAL vLLM column")
+    print("          only when `import vllm` works (Request.append_output_token_ids)")
     print(
-        f"  {'algo':12} {'bs':>3} | {'baseline':>8} {'append':>7} {'extend':>7} | "
-        f"{'base 1':>7} {'kv 1':>6} | {'append':>6} {'extend':>6} {'1 blk':>6} (kvpure/baseline)"
+        f"  {'algo':12} {'bs':>3} | {'base':>6} {'append':>6} {'extend':>6} {'1 blk':>6} | "
+        f"{'base':>7} {'kvpure':>7} {'vLLM':>7} | {'append':>6} {'extend':>6} {'1 blk':>6} "
+        f"{'1-tok':>6} {'kv/vLLM':>7} (kvpure/baseline)"
     )
     for block_size in (16, 256):
         request = make_request(32_768 + block_size, True, seed=7)
-        prompt = kvpure_request(replace(request, all_token_ids=request.all_token_ids[:32_768]))
+        prompt_request = replace(request, all_token_ids=request.all_token_ids[:32_768])
+        prompt = kvpure_request(prompt_request)
         new_tokens = request.all_token_ids[32_768:]
         for algo in ALGOS:
             fn = BASELINE_HASH_FNS[algo]
@@ -317,6 +405,8 @@ def main(quick: bool) -> None:
             state = RequestBlockHashes.start(scheme, prompt)
             if list(state.append_output_token_ids(new_tokens).block_hashes) != done:
                 raise SystemExit(f"MISMATCH extension {algo}")
+            if list(kvpure_decode_block(state, new_tokens).block_hashes) != done:
+                raise SystemExit(f"MISMATCH one-token extension {algo}")
             all_tokens = state.all_token_ids.extend(new_tokens)
             extended = extend_block_hashes(scheme, prompt, all_tokens, state.block_hashes)
             if list(extended) != done:
@@ -338,14 +428,38 @@ def main(quick: bool) -> None:
                 50,
                 200,
             )
+            # one token at a time: the baseline on the prompt's own lists
+            base_request = replace(
+                prompt_request,
+                all_token_ids=list(prompt_request.all_token_ids),
+                block_hashes=done[:-1],
+            )
+            decoders: list[Callable[[], object]] = [
+                partial(baseline_decode_block, base_request, new_tokens, block_size, fn, done[-1]),
+                partial(kvpure_decode_block, state, new_tokens),
+            ]
+            real = real_vllm_decoder(prompt_request, block_size, algo)
+            if real is not None:
+                vllm_request, vllm_decode = real
+                if list(getattr(vllm_request, "block_hashes", [])) != done[:-1]:
+                    raise SystemExit(f"MISMATCH real vLLM prompt {algo}")
+                decoders.append(partial(vllm_decode, new_tokens))
+            times = best_of_each(decoders, 50, 5)
+            base_tok, kv_tok = times[0], times[1]
+            vllm_tok = times[2] if real is not None else float("nan")
             request.block_hashes = []
             us = 1e6
             print(
-                f"  {algo:12} {block_size:>3} | {base * us:8.2f} {append * us:7.2f} "
-                f"{extend * us:7.2f} | {base_one * us:7.2f} {fast_one * us:6.2f} | "
-                f"{append / base:6.2f} {extend / base:6.2f} {fast_one / base_one:6.2f}"
+                f"  {algo:12} {block_size:>3} | {base * us:6.2f} {append * us:6.2f} "
+                f"{extend * us:6.2f} {fast_one * us:6.2f} | {base_tok * us:7.2f} "
+                f"{kv_tok * us:7.2f} {vllm_tok * us:7.2f} | {append / base:6.2f} "
+                f"{extend / base:6.2f} {fast_one / base_one:6.2f} {kv_tok / base_tok:6.2f} "
+                f"{kv_tok / vllm_tok:7.2f}"
             )
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--decode" in sys.argv:
+        decode()
+    else:
+        main(quick="--quick" in sys.argv)

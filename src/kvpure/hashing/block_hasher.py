@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast, overload, runtime_checkable
+from typing import Any, Protocol, cast, overload, runtime_checkable
 
 from pyrsistent import PVector, pvector
 
@@ -176,29 +176,6 @@ def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None
     return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash)
 
 
-_Pending = tuple[object, ...]
-"""A request state's hashed blocks and the tokens after them, newest first, as a chain
-of small tuples ``(hashed, count, token, rest)``, ``count`` the number of tokens up to
-``token``; the chain ends in ``(hashed, 0, None, None)``. Appending one token is one
-such tuple, whatever the block size."""
-
-
-def _pending_of(hashed: _HashedBlocks, tokens: Sequence[int]) -> _Pending:
-    node: _Pending = (hashed, 0, None, None)
-    for count, token in enumerate(tokens, 1):
-        node = (hashed, count, token, node)
-    return node
-
-
-def _pending_tokens(node: _Pending) -> list[int]:
-    num_pending = cast("int", node[1])
-    tokens = [0] * num_pending
-    for index in range(num_pending - 1, -1, -1):
-        tokens[index] = cast("int", node[2])
-        node = cast("_Pending", node[3])
-    return tokens
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _RequestContext:
     """What every state of one request shares: its scheme, request and decode plan."""
@@ -209,31 +186,50 @@ class _RequestContext:
     plan: _DecodePlan | None = field(compare=False, hash=False)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _HashedBlocks:
-    """The hashed blocks of a request state: shared by the states until the next block."""
+_Chunks = tuple[object, ...]
+"""Token blocks appended after the first hashed tokens, newest first, as nested pairs
+``(rest, block)`` (``()`` when none): one pair per hashed block, joined when read."""
 
-    context: _RequestContext
-    block_size: int
-    block_hashes: PVector[BlockHash]
-    token_ids: PVector[int]
-    """The tokens of the hashed blocks."""
+_Hashed = tuple[_RequestContext, int, PVector[BlockHash], PVector[int], _Chunks, int]
+"""The hashed blocks of a request state, shared by the states until the next block:
+``(context, block_size, block_hashes, first_token_ids, chunks, num_hashed_tokens)``."""
 
-
-def _hashed_blocks(
-    context: _RequestContext, block_hashes: PVector[BlockHash], token_ids: PVector[int]
-) -> _HashedBlocks:
-    """A :class:`_HashedBlocks` built without its generated ``__init__`` (decoding builds
-    one per block)."""
-    new = object.__new__(_HashedBlocks)
-    object.__setattr__(new, "context", context)
-    object.__setattr__(new, "block_size", context.block_size)
-    object.__setattr__(new, "block_hashes", block_hashes)
-    object.__setattr__(new, "token_ids", token_ids)
-    return new
+_State = tuple[Any, ...]
+"""A request state: its hashed blocks and the tokens after them, newest first, as a
+chain of small tuples ``(hashed, count, token, rest)``, ``count`` the number of tokens
+up to ``token``; the chain ends in ``(hashed, 0, None, None)``. Appending one token is
+one such tuple, whatever the block size."""
 
 
-@dataclass(frozen=True, slots=True, init=False, repr=False)
+def _state_of(hashed: _Hashed, tokens: Sequence[int]) -> _State:
+    node: _State = (hashed, 0, None, None)
+    for count, token in enumerate(tokens, 1):
+        node = (hashed, count, token, node)
+    return node
+
+
+def _pending_tokens(node: _State) -> list[int]:
+    tokens: list[int] = []
+    append = tokens.append
+    while node[1]:
+        _, _, token, node = node
+        append(token)
+    tokens.reverse()
+    return tokens
+
+
+def _hashed_token_ids(hashed: _Hashed) -> PVector[int]:
+    first, chunks = hashed[3], hashed[4]
+    if not chunks:
+        return first
+    blocks: list[tuple[int, ...]] = []
+    while chunks:
+        chunks, block = cast("tuple[_Chunks, tuple[int, ...]]", chunks)
+        blocks.append(block)
+    return first.extend([token for block in reversed(blocks) for token in block])
+
+
+@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
 class RequestBlockHashes:
     """A request's tokens so far and their block hashes, extended as output arrives.
 
@@ -244,14 +240,15 @@ class RequestBlockHashes:
     the prompt has embeddings), so the value builds their one-block hasher once,
     at construction, and hands it on to the values it returns.
 
-    Built as ``RequestBlockHashes(scheme=, request=, all_token_ids=, block_hashes=)``.
-    Inside, the hashed blocks (their hashes and tokens, PVectors extended once
-    per block) are one shared value and the tokens after them a chain of small
-    tuples, so that appending one token costs one tuple and one new value of
-    two fields; ``all_token_ids`` is built from them when read.
+    Built as ``RequestBlockHashes(scheme=, request=, all_token_ids=, block_hashes=)``;
+    equal when those four are. Inside, the hashed blocks are one value shared
+    by the states until the next block, and the tokens after them a chain of
+    small tuples, so that appending one token costs one tuple and one new value
+    of one field, and a full block one hash and one PVector append;
+    ``all_token_ids`` is built from them when read.
     """
 
-    _state: _Pending
+    _state: _State
 
     def __init__(
         self,
@@ -273,40 +270,53 @@ class RequestBlockHashes:
         )
         start = len(block_hashes) * block_size
         pending = tokens[start:]
-        hashed = _hashed_blocks(context, block_hashes, tokens[:start] if pending else tokens)
-        object.__setattr__(self, "_state", _pending_of(hashed, pending))
+        first = tokens[:start] if pending else tokens
+        hashed: _Hashed = (context, block_size, block_hashes, first, (), len(first))
+        object.__setattr__(self, "_state", _state_of(hashed, pending))
+
+    @property
+    def _hashed(self) -> _Hashed:
+        return cast("_Hashed", self._state[0])
 
     @property
     def scheme(self) -> HashScheme:
         """The hashing scheme."""
-        return self._hashed.context.scheme
-
-    @property
-    def _hashed(self) -> _HashedBlocks:
-        return cast("_HashedBlocks", self._state[0])
+        return self._hashed[0].scheme
 
     @property
     def request(self) -> HashRequest:
         """The request (its prompt and extra keys)."""
-        return self._hashed.context.request
+        return self._hashed[0].request
 
     @property
     def block_hashes(self) -> PVector[BlockHash]:
         """The hashes of the full blocks so far."""
-        return self._hashed.block_hashes
+        return self._hashed[2]
 
     @property
     def all_token_ids(self) -> PVector[int]:
         """Prompt (zeros for embeddings) plus output tokens so far (built when read)."""
         state = self._state
+        hashed_tokens = _hashed_token_ids(self._hashed)
         if not state[1]:
-            return self._hashed.token_ids
-        return self._hashed.token_ids.extend(_pending_tokens(state))
+            return hashed_tokens
+        return hashed_tokens.extend(_pending_tokens(state))
 
     @property
     def num_tokens(self) -> int:
         """Prompt plus output tokens so far."""
-        return len(self._hashed.token_ids) + cast("int", self._state[1])
+        return self._hashed[5] + cast("int", self._state[1])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RequestBlockHashes):
+            return NotImplemented
+        return self._public_fields() == other._public_fields()
+
+    def __hash__(self) -> int:
+        return hash(self._public_fields())
+
+    def _public_fields(self) -> tuple[object, ...]:
+        return (self.scheme, self.request, self.all_token_ids, self.block_hashes)
 
     @classmethod
     def start(
@@ -329,10 +339,10 @@ class RequestBlockHashes:
     ) -> RequestBlockHashes:
         """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
         node = self._state
-        hashed: _HashedBlocks = node[0]  # type: ignore[assignment]  # the chain's first item
+        hashed: _Hashed = node[0]  # the chain's first item
         if type(token_ids) is int or isinstance(token_ids, int):
-            count = node[1] + 1  # type: ignore[operator]  # the chain's second item: an int
-            if count < hashed.block_size:  # no new full block: the common step
+            count = node[1] + 1  # the chain's second item: the count
+            if count < hashed[1]:  # no new full block: the common step
                 new = _new_object(RequestBlockHashes)
                 _set_field(new, "_state", (hashed, count, token_ids, node))
                 return new
@@ -355,62 +365,66 @@ class RequestBlockHashes:
 
 
 def _hash_pending(
-    hashed: _HashedBlocks, pending: list[int], chain_hasher: TokenBlockChainHasher
+    hashed: _Hashed, pending: list[int], chain_hasher: TokenBlockChainHasher
 ) -> RequestBlockHashes:
     """The state whose tokens after ``hashed`` are ``pending``, its full blocks hashed."""
-    context = hashed.context
-    block_size = context.block_size
+    context, block_size, hashes, first, chunks, num_hashed = hashed
     num_full = len(pending) // block_size * block_size
     if num_full:
-        hashes = hashed.block_hashes
         plan = context.plan
-        start = len(hashes) * block_size
-        if plan is not None and start >= plan.steady_start and chain_hasher is _FAST:
+        if plan is not None and num_hashed >= plan.steady_start and (chain_hasher is _FAST):
             hash_block = plan.hash_block
-            parent = hashes[-1]  # start >= steady_start >= block_size: a block before
+            parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
             for block_start in range(0, num_full, block_size):
-                parent = hash_block(parent, pending[block_start : block_start + block_size])
+                block = tuple(pending[block_start : block_start + block_size])
+                parent = hash_block(parent, block)
                 hashes = hashes.append(parent)
+                chunks = (chunks, block)
         else:
             hashes = extend_block_hashes(
                 context.scheme,
                 context.request,
-                _Joined(hashed.token_ids, pending),
+                _Joined(hashed, pending),
                 hashes,
                 chain_hasher=chain_hasher,
             )
-        hashed = _hashed_blocks(context, hashes, hashed.token_ids.extend(pending[:num_full]))
-    new = object.__new__(RequestBlockHashes)
-    object.__setattr__(new, "_state", _pending_of(hashed, pending[num_full:]))
+            chunks = (chunks, tuple(pending[:num_full]))
+        hashed = (context, block_size, hashes, first, chunks, num_hashed + num_full)
+    new = _new_object(RequestBlockHashes)
+    _set_field(new, "_state", _state_of(hashed, pending[num_full:]))
     return new
 
 
 class _Joined(Sequence[int]):
-    """The hashed tokens followed by the pending ones, sliced without joining them all."""
+    """The hashed tokens followed by the pending ones, without joining them: what
+    :func:`extend_block_hashes` slices is past the hashed blocks; reading one of those
+    (a type checker might) builds them."""
 
-    __slots__ = ("_head", "_tail")
+    __slots__ = ("_hashed", "_tail")
 
-    def __init__(self, head: PVector[int], tail: list[int]) -> None:
-        self._head = head
+    def __init__(self, hashed: _Hashed, tail: list[int]) -> None:
+        self._hashed = hashed
         self._tail = tail
 
     def __len__(self) -> int:
-        return len(self._head) + len(self._tail)
+        return self._hashed[5] + len(self._tail)
 
     @overload
     def __getitem__(self, index: int) -> int: ...
     @overload
     def __getitem__(self, index: slice) -> Sequence[int]: ...
     def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        head = len(self._head)
+        head = self._hashed[5]
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
-            if step == 1 and start >= head:
+            if start >= head and step == 1:
                 return self._tail[start - head : stop - head]
             return [self[i] for i in range(start, stop, step)]
         if index < 0:
             index += len(self)
-        return self._head[index] if index < head else self._tail[index - head]
+        if index < head:
+            return _hashed_token_ids(self._hashed)[index]
+        return self._tail[index - head]
 
 
 def _rebuild(
