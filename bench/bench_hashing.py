@@ -26,6 +26,7 @@ one-block extension (decoding) for each algorithm.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import pickle
 import random
 import sys
@@ -336,18 +337,21 @@ def real_vllm_decoder(
     """The REAL vLLM (``vllm.v1.request.Request`` with ``get_request_block_hasher``), if
     vLLM is installed; else None. Returns the request and a function that appends tokens
     one at a time through ``Request.append_output_token_ids`` and then undoes them."""
-    try:
-        from vllm.lora.request import LoRARequest
-        from vllm.multimodal.inputs import (
-            MultiModalFeatureSpec,
-            PlaceholderRange,
-        )
-        from vllm.sampling_params import SamplingParams
-        from vllm.utils.hashing import get_hash_fn_by_name
-        from vllm.v1.core import kv_cache_utils
-        from vllm.v1.request import Request as VllmRequest
+    try:  # imported by name: vLLM is optional and has no stubs here
+        lora = importlib.import_module("vllm.lora.request")
+        inputs = importlib.import_module("vllm.multimodal.inputs")
+        sampling = importlib.import_module("vllm.sampling_params")
+        hashing = importlib.import_module("vllm.utils.hashing")
+        kv_cache_utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+        vllm_request = importlib.import_module("vllm.v1.request")
     except ImportError:
         return None
+    LoRARequest = lora.LoRARequest
+    MultiModalFeatureSpec = inputs.MultiModalFeatureSpec
+    PlaceholderRange = inputs.PlaceholderRange
+    SamplingParams = sampling.SamplingParams
+    get_hash_fn_by_name = hashing.get_hash_fn_by_name
+    VllmRequest = vllm_request.Request
     hash_fn = get_hash_fn_by_name(algo)
     kv_cache_utils.init_none_hash(hash_fn)
     request = VllmRequest(
