@@ -122,7 +122,13 @@ def extend_block_hashes(
     num_new_blocks = (len(all_token_ids) - start) // block_size
     if num_new_blocks <= 0:
         return block_hashes
-    extra_keys = extra_keys_for_blocks(scheme.profile, request, block_size, start, num_new_blocks)
+    steady_start = steady_extra_keys_start(request, block_size)
+    if steady_start is not None and start >= steady_start:  # decoding: no scan needed
+        extra_keys = [steady_extra_keys(scheme.profile, request)] * num_new_blocks
+    else:
+        extra_keys = extra_keys_for_blocks(
+            scheme.profile, request, block_size, start, num_new_blocks
+        )
     parent: bytes = block_hashes[-1] if block_hashes else scheme.none_hash
     end = start + num_new_blocks * block_size
     new_token_ids = all_token_ids[start:end]
@@ -203,6 +209,8 @@ one such tuple, whatever the block size."""
 
 def _state_of(hashed: _Hashed, tokens: Sequence[int]) -> _State:
     node: _State = (hashed, 0, None, None)
+    if not tokens:
+        return node
     for count, token in enumerate(tokens, 1):
         node = (hashed, count, token, node)
     return node
@@ -348,9 +356,11 @@ class RequestBlockHashes:
                 return new
             pending = _pending_tokens(node)
             pending.append(token_ids)
-        else:
+        elif node[1]:
             pending = _pending_tokens(node)
             pending.extend(token_ids)
+        else:
+            pending = list(token_ids)
         return _hash_pending(hashed, pending, chain_hasher)
 
     def __repr__(self) -> str:
@@ -376,7 +386,11 @@ def _hash_pending(
             hash_block = plan.hash_block
             parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
             for block_start in range(0, num_full, block_size):
-                block = tuple(pending[block_start : block_start + block_size])
+                block = (
+                    tuple(pending)
+                    if num_full == len(pending) == block_size
+                    else tuple(pending[block_start : block_start + block_size])
+                )
                 parent = hash_block(parent, block)
                 hashes = hashes.append(parent)
                 chunks = (chunks, block)
