@@ -15,9 +15,8 @@ which returns the same bytes for every input, much faster on long prompts. Pass
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast, overload, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, cast, runtime_checkable
 
 from pyrsistent import PVector, pvector
 
@@ -29,7 +28,6 @@ from kvpure.hashing.extra_keys import (
     steady_extra_keys_start,
 )
 from kvpure.hashing.fast_prompt import hash_token_blocks as fast_hash_token_blocks
-from kvpure.hashing.fast_prompt import one_block_hasher
 from kvpure.hashing.functions import HashFunction, get_hash_fn_by_name
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
@@ -161,297 +159,16 @@ def block_extra_keys(scheme: HashScheme, request: HashRequest, num_tokens: int) 
     )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _DecodePlan:
-    """What one-block extension needs, worked out once per request state chain."""
+# The request state lives in its own module; imported here for the old import path
+# (kvpure.hashing's __init__ imports this module first, so the cycle resolves).
+from kvpure.hashing.request_state import RequestBlockHashes  # noqa: E402
 
-    steady_start: int
-    """Blocks starting here or later all have the same extra keys."""
-    hash_block: Callable[[bytes, Sequence[int]], BlockHash]
-    """Hashes one such block given its parent."""
-
-
-def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None:
-    steady_start = steady_extra_keys_start(request, scheme.block_size)
-    if steady_start is None:
-        return None
-    keys = steady_extra_keys(scheme.profile, request)
-    hasher = one_block_hasher(scheme.algorithm, scheme.block_size, keys)
-    # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
-    as_block_hash = cast("Callable[[bytes, Sequence[int]], BlockHash]", hasher)
-    return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _RequestContext:
-    """What every state of one request shares: its scheme, request and decode plan."""
-
-    scheme: HashScheme
-    request: HashRequest
-    block_size: int
-    plan: _DecodePlan | None = field(compare=False, hash=False)
-
-
-_Chunks = tuple[object, ...]
-"""Token blocks appended after the first hashed tokens, newest first, as nested pairs
-``(rest, block)`` (``()`` when none): one pair per hashed block, joined when read."""
-
-_Hashed = tuple[_RequestContext, int, PVector[BlockHash], PVector[int], _Chunks, int]
-"""The hashed blocks of a request state, shared by the states until the next block:
-``(context, block_size, block_hashes, first_token_ids, chunks, num_hashed_tokens)``."""
-
-_State = tuple[Any, ...]
-"""A request state: its hashed blocks and the tokens after them, newest first, as a
-chain of small tuples ``(hashed, count, token, rest)``, ``count`` the number of tokens
-up to ``token``; the chain ends in ``(hashed, 0, None, None)``. Appending one token is
-one such tuple, whatever the block size."""
-
-
-def _state_of(hashed: _Hashed, tokens: Sequence[int]) -> _State:
-    node: _State = (hashed, 0, None, None)
-    if not tokens:
-        return node
-    for count, token in enumerate(tokens, 1):
-        node = (hashed, count, token, node)
-    return node
-
-
-def _pending_tokens(node: _State) -> list[int]:
-    tokens: list[int] = []
-    append = tokens.append
-    while node[1]:
-        _, _, token, node = node
-        append(token)
-    tokens.reverse()
-    return tokens
-
-
-def _hashed_token_ids(hashed: _Hashed) -> PVector[int]:
-    first, chunks = hashed[3], hashed[4]
-    if not chunks:
-        return first
-    blocks: list[tuple[int, ...]] = []
-    while chunks:
-        chunks, block = cast("tuple[_Chunks, tuple[int, ...]]", chunks)
-        blocks.append(block)
-    return first.extend([token for block in reversed(blocks) for token in block])
-
-
-@dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
-class RequestBlockHashes:
-    """A request's tokens so far and their block hashes, extended as output arrives.
-
-    ``start`` hashes the prompt; ``append_output_token_ids`` returns a new value
-    whose ``block_hashes`` share the old ones, exactly as vLLM's
-    ``Request.append_output_token_ids`` extends ``Request.block_hashes``. The
-    blocks past the prompt's multimodal items have the same extra keys (unless
-    the prompt has embeddings), so the value builds their one-block hasher once,
-    at construction, and hands it on to the values it returns.
-
-    Built as ``RequestBlockHashes(scheme=, request=, all_token_ids=, block_hashes=)``;
-    equal when those four are. Inside, the hashed blocks are one value shared
-    by the states until the next block, and the tokens after them a chain of
-    small tuples, so that appending one token costs one tuple and one new value
-    of one field, and a full block one hash and one PVector append;
-    ``all_token_ids`` is built from them when read.
-    """
-
-    _state: _State
-
-    def __init__(
-        self,
-        *,
-        scheme: HashScheme,
-        request: HashRequest,
-        all_token_ids: Sequence[int],
-        block_hashes: PVector[BlockHash],
-    ) -> None:
-        block_size = scheme.block_size
-        context = _RequestContext(
-            scheme=scheme,
-            request=request,
-            block_size=block_size,
-            plan=_decode_plan(scheme, request),
-        )
-        tokens: PVector[int] = (
-            all_token_ids if isinstance(all_token_ids, PVector) else pvector(all_token_ids)
-        )
-        start = len(block_hashes) * block_size
-        pending = tokens[start:]
-        first = tokens[:start] if pending else tokens
-        hashed: _Hashed = (context, block_size, block_hashes, first, (), len(first))
-        object.__setattr__(self, "_state", _state_of(hashed, pending))
-
-    @property
-    def _hashed(self) -> _Hashed:
-        return cast("_Hashed", self._state[0])
-
-    @property
-    def scheme(self) -> HashScheme:
-        """The hashing scheme."""
-        return self._hashed[0].scheme
-
-    @property
-    def request(self) -> HashRequest:
-        """The request (its prompt and extra keys)."""
-        return self._hashed[0].request
-
-    @property
-    def block_hashes(self) -> PVector[BlockHash]:
-        """The hashes of the full blocks so far."""
-        return self._hashed[2]
-
-    @property
-    def all_token_ids(self) -> PVector[int]:
-        """Prompt (zeros for embeddings) plus output tokens so far (built when read)."""
-        state = self._state
-        hashed_tokens = _hashed_token_ids(self._hashed)
-        if not state[1]:
-            return hashed_tokens
-        return hashed_tokens.extend(_pending_tokens(state))
-
-    @property
-    def num_tokens(self) -> int:
-        """Prompt plus output tokens so far."""
-        return self._hashed[5] + cast("int", self._state[1])
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RequestBlockHashes):
-            return NotImplemented
-        return self._public_fields() == other._public_fields()
-
-    def __hash__(self) -> int:
-        return hash(self._public_fields())
-
-    def _public_fields(self) -> tuple[object, ...]:
-        return (self.scheme, self.request, self.all_token_ids, self.block_hashes)
-
-    @classmethod
-    def start(
-        cls,
-        scheme: HashScheme,
-        request: HashRequest,
-        *,
-        chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
-    ) -> RequestBlockHashes:
-        """The state right after vLLM builds the request (prompt blocks hashed)."""
-        tokens: PVector[int] = pvector(request.prompt_token_ids_for_hashing)
-        hashes = extend_block_hashes(scheme, request, tokens, _EMPTY, chain_hasher=chain_hasher)
-        return cls(scheme=scheme, request=request, all_token_ids=tokens, block_hashes=hashes)
-
-    def append_output_token_ids(
-        self,
-        token_ids: int | Iterable[int],
-        *,
-        chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
-    ) -> RequestBlockHashes:
-        """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
-        node = self._state
-        hashed: _Hashed = node[0]  # the chain's first item
-        if type(token_ids) is int or isinstance(token_ids, int):
-            count = node[1] + 1  # the chain's second item: the count
-            if count < hashed[1]:  # no new full block: the common step
-                new = _new_object(RequestBlockHashes)
-                _set_field(new, "_state", (hashed, count, token_ids, node))
-                return new
-            pending = _pending_tokens(node)
-            pending.append(token_ids)
-        elif node[1]:
-            pending = _pending_tokens(node)
-            pending.extend(token_ids)
-        else:
-            pending = list(token_ids)
-        return _hash_pending(hashed, pending, chain_hasher)
-
-    def __repr__(self) -> str:
-        return (
-            f"RequestBlockHashes(scheme={self.scheme!r}, request={self.request!r}, "
-            f"all_token_ids={self.all_token_ids!r}, block_hashes={self.block_hashes!r})"
-        )
-
-    def __reduce__(self) -> tuple[object, ...]:
-        """Pickled by its public fields; the decode plan (a closure) is rebuilt."""
-        return (_rebuild, (self.scheme, self.request, self.all_token_ids, self.block_hashes))
-
-
-def _hash_pending(
-    hashed: _Hashed, pending: list[int], chain_hasher: TokenBlockChainHasher
-) -> RequestBlockHashes:
-    """The state whose tokens after ``hashed`` are ``pending``, its full blocks hashed."""
-    context, block_size, hashes, first, chunks, num_hashed = hashed
-    num_full = len(pending) // block_size * block_size
-    if num_full:
-        plan = context.plan
-        if plan is not None and num_hashed >= plan.steady_start and (chain_hasher is _FAST):
-            hash_block = plan.hash_block
-            parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
-            for block_start in range(0, num_full, block_size):
-                block = (
-                    tuple(pending)
-                    if num_full == len(pending) == block_size
-                    else tuple(pending[block_start : block_start + block_size])
-                )
-                parent = hash_block(parent, block)
-                hashes = hashes.append(parent)
-                chunks = (chunks, block)
-        else:
-            hashes = extend_block_hashes(
-                context.scheme,
-                context.request,
-                _Joined(hashed, pending),
-                hashes,
-                chain_hasher=chain_hasher,
-            )
-            chunks = (chunks, tuple(pending[:num_full]))
-        hashed = (context, block_size, hashes, first, chunks, num_hashed + num_full)
-    new = _new_object(RequestBlockHashes)
-    _set_field(new, "_state", _state_of(hashed, pending[num_full:]))
-    return new
-
-
-class _Joined(Sequence[int]):
-    """The hashed tokens followed by the pending ones, without joining them: what
-    :func:`extend_block_hashes` slices is past the hashed blocks; reading one of those
-    (a type checker might) builds them."""
-
-    __slots__ = ("_hashed", "_tail")
-
-    def __init__(self, hashed: _Hashed, tail: list[int]) -> None:
-        self._hashed = hashed
-        self._tail = tail
-
-    def __len__(self) -> int:
-        return self._hashed[5] + len(self._tail)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        head = self._hashed[5]
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if start >= head and step == 1:
-                return self._tail[start - head : stop - head]
-            return [self[i] for i in range(start, stop, step)]
-        if index < 0:
-            index += len(self)
-        if index < head:
-            return _hashed_token_ids(self._hashed)[index]
-        return self._tail[index - head]
-
-
-def _rebuild(
-    scheme: HashScheme,
-    request: HashRequest,
-    all_token_ids: PVector[int],
-    block_hashes: PVector[BlockHash],
-) -> RequestBlockHashes:
-    return RequestBlockHashes(
-        scheme=scheme, request=request, all_token_ids=all_token_ids, block_hashes=block_hashes
-    )
-
-
-_FAST = fast_hash_token_blocks
-_new_object = object.__new__
-_set_field = object.__setattr__
+__all__ = [
+    "RequestBlockHashes",
+    "TokenBlockChainHasher",
+    "block_extra_keys",
+    "extend_block_hashes",
+    "hash_block_tokens",
+    "hash_prompt",
+    "hash_token_blocks",
+]
