@@ -31,7 +31,94 @@ __all__ = [
 
 
 # --- specs and planning ----------------------------------------------------
-# (the planning area re-exports its public names here)
+from kvpure.errors import (
+    AutoFitError,
+    ContextParallelUnsupportedError,
+    HybridUnificationError,
+    InsufficientKVCacheMemoryError,
+    NoKVCacheMemoryError,
+    PageSizeUnificationError,
+    PlanningAssertionError,
+    PrefixMatchUnitError,
+    SpecMergeError,
+    UnregisteredSpecError,
+    WindowSizeMismatchError,
+    WorkerSpecMismatchError,
+)
+from kvpure.layers import LayerMap
+from kvpure.plan import (
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheTensor,
+    PlannerSettings,
+)
+from kvpure.planning import KVCachePlan, get_kv_cache_configs
+from kvpure.specs import (
+    AttentionSpec,
+    ChunkedLocalAttentionSpec,
+    CrossAttentionSpec,
+    EncoderOnlyAttentionSpec,
+    FullAttentionSpec,
+    HiddenStateCacheSpec,
+    KVCacheSpec,
+    KVCacheSpecKind,
+    KVDtype,
+    KVQuantMode,
+    MambaSpec,
+    MLAAttentionSpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
+    SlidingWindowMLASpec,
+    SlidingWindowSpec,
+    TQFullAttentionSpec,
+    UniformTypeKVCacheSpecs,
+    get_kv_cache_spec_kind,
+    get_kv_cache_spec_sliding_window,
+    get_kv_quant_mode,
+)
+
+__all__ += [
+    "AttentionSpec",
+    "AutoFitError",
+    "ChunkedLocalAttentionSpec",
+    "ContextParallelUnsupportedError",
+    "CrossAttentionSpec",
+    "EncoderOnlyAttentionSpec",
+    "FullAttentionSpec",
+    "HiddenStateCacheSpec",
+    "HybridUnificationError",
+    "InsufficientKVCacheMemoryError",
+    "KVCacheConfig",
+    "KVCacheGroupSpec",
+    "KVCachePlan",
+    "KVCacheSpec",
+    "KVCacheSpecKind",
+    "KVCacheTensor",
+    "KVDtype",
+    "KVQuantMode",
+    "LayerMap",
+    "MLAAttentionSpec",
+    "MambaSpec",
+    "NoKVCacheMemoryError",
+    "PageSizeUnificationError",
+    "PlannerSettings",
+    "PlanningAssertionError",
+    "PrefixMatchUnitError",
+    "RSWASpec",
+    "SinkFullAttentionSpec",
+    "SlidingWindowMLASpec",
+    "SlidingWindowSpec",
+    "SpecMergeError",
+    "TQFullAttentionSpec",
+    "UniformTypeKVCacheSpecs",
+    "UnregisteredSpecError",
+    "WindowSizeMismatchError",
+    "WorkerSpecMismatchError",
+    "get_kv_cache_configs",
+    "get_kv_cache_spec_kind",
+    "get_kv_cache_spec_sliding_window",
+    "get_kv_quant_mode",
+]
 
 
 # --- free block queue ------------------------------------------------------

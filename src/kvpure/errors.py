@@ -83,6 +83,190 @@ class InvalidFieldError(KVPureValueError):
 # (owned by the planning area)
 
 
+class SpecMergeError(KVPureValueError):
+    """Layer specs cannot share one KV cache group (vLLM: AssertionError in merge).
+
+    ``spec_types`` names the spec classes involved and ``reason`` says which
+    fields disagree.
+    """
+
+    def __init__(self, *, reason: str, spec_types: tuple[str, ...]) -> None:
+        super().__init__(f"{reason} (spec types: {', '.join(spec_types)})")
+        self.reason = reason
+        self.spec_types = spec_types
+
+
+class WindowSizeMismatchError(KVPureValueError):
+    """Layers of one group declare different windows or chunk sizes (vLLM: ValueError)."""
+
+    def __init__(self, *, field: str, sizes: tuple[int, ...]) -> None:
+        super().__init__(
+            "All attention layers in the same KV cache group must have the same "
+            f"window size. Got {field} values {list(sizes)} (tokens); give every layer "
+            "of the group the same value or keep the hybrid KV cache manager on."
+        )
+        self.field = field
+        self.sizes = sizes
+
+
+class UnregisteredSpecError(KVPureValueError):
+    """A layer's spec type has no KV cache manager (vLLM: ValueError from the registry)."""
+
+    def __init__(self, *, layer_name: str, spec_type: str) -> None:
+        super().__init__(
+            f"Unsupported KV cache spec type for layer {layer_name}: {spec_type}. "
+            "Only registered spec types can be planned (encoder-only layers are "
+            "added by the model runner after planning)."
+        )
+        self.layer_name = layer_name
+        self.spec_type = spec_type
+
+
+class WorkerSpecMismatchError(KVPureValueError):
+    """The same layer has different specs on two workers (vLLM: AssertionError)."""
+
+    def __init__(self, *, layer_name: str, first_worker: int, other_worker: int) -> None:
+        super().__init__(
+            f"The KV cache specs for layer {layer_name} differ between worker "
+            f"{first_worker} and worker {other_worker}. This is not supported: every "
+            "worker must declare the same spec for a layer it shares."
+        )
+        self.layer_name = layer_name
+        self.first_worker = first_worker
+        self.other_worker = other_worker
+
+
+class PageSizeUnificationError(KVPureNotImplementedError):
+    """A layer's page cannot be scaled or padded to the largest page (vLLM: NotImplementedError)."""
+
+    def __init__(self, *, layer_name: str, page_size_bytes: int, max_page_size_bytes: int) -> None:
+        super().__init__(
+            f"Layer {layer_name}: page size is not divisible by the maximum page size "
+            "and cannot be padded. Padding is only supported for attention layers whose "
+            "backend indexes KV pages by the block stride (indexes_kv_by_block_stride "
+            "is True)."
+        )
+        self.layer_name = layer_name
+        self.page_size_bytes = page_size_bytes
+        self.max_page_size_bytes = max_page_size_bytes
+
+
+class HybridUnificationError(KVPureValueError):
+    """With the hybrid manager disabled, the specs could not be made one type (vLLM: ValueError)."""
+
+    def __init__(self, *, spec_types: tuple[str, ...]) -> None:
+        super().__init__(
+            "Hybrid KV cache manager is disabled but failed to convert the KV cache "
+            f"specs to one unified type. (spec types: {', '.join(spec_types)}; enable the "
+            "hybrid KV cache manager for this model)"
+        )
+        self.spec_types = spec_types
+
+
+class NoKVCacheMemoryError(KVPureValueError):
+    """A worker has no memory at all for KV cache blocks (vLLM: ValueError)."""
+
+    def __init__(self, *, available_bytes: int) -> None:
+        super().__init__(
+            "No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine (this flag also "
+            "controls CPU memory reservation on the CPU backend, despite its name). See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+            "details."
+        )
+        self.available_bytes = available_bytes
+
+
+class InsufficientKVCacheMemoryError(KVPureValueError):
+    """One request of max_model_len tokens does not fit (vLLM: ValueError).
+
+    ``needed_bytes`` and ``available_bytes`` are the worker's numbers and
+    ``estimated_max_model_len`` the longest length that would fit (0 if none).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_model_len: int,
+        needed_bytes: int,
+        available_bytes: int,
+        estimated_max_model_len: int,
+    ) -> None:
+        estimated = ""
+        if estimated_max_model_len > 0:
+            estimated = (
+                "Based on the available memory, the estimated maximum model length is "
+                f"{estimated_max_model_len}. "
+            )
+        super().__init__(
+            "To serve at least one request with the model's max seq len "
+            f"({max_model_len}), ({format_gib(needed_bytes)} GiB KV cache is needed, "
+            "which is larger than the available KV cache memory "
+            f"({format_gib(available_bytes)} GiB). {estimated}Try increasing "
+            "`gpu_memory_utilization` (which also controls CPU memory on the CPU "
+            "backend) or decreasing `max_model_len` when initializing the engine. See "
+            "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+            "details."
+        )
+        self.max_model_len = max_model_len
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+        self.estimated_max_model_len = estimated_max_model_len
+
+
+class AutoFitError(KVPureValueError):
+    """Auto-fitting max_model_len found no length that fits (vLLM: ValueError)."""
+
+    def __init__(self, *, available_bytes: tuple[int, ...]) -> None:
+        super().__init__(
+            "Cannot auto-fit max_model_len: not enough GPU memory available to serve "
+            "even a single token. Try increasing `gpu_memory_utilization`."
+        )
+        self.available_bytes = available_bytes
+
+
+class PrefixMatchUnitError(KVPureValueError):
+    """Some group block size is not a multiple of the hash block size (vLLM: ValueError)."""
+
+    def __init__(self, *, prefix_match_unit: int, group_block_sizes: tuple[int, ...]) -> None:
+        super().__init__(
+            f"Invalid prefix_match_unit={prefix_match_unit}; all KV cache group block "
+            "sizes must be divisible by prefix_match_unit. Got group block "
+            f"sizes={list(group_block_sizes)}."
+        )
+        self.prefix_match_unit = prefix_match_unit
+        self.group_block_sizes = group_block_sizes
+
+
+class ContextParallelUnsupportedError(KVPureValueError):
+    """A spec cannot be budgeted under decode context parallelism (vLLM: AssertionError)."""
+
+    def __init__(self, *, spec_type: str, decode_context_parallel_size: int) -> None:
+        super().__init__(
+            f"DCP not support sliding window: {spec_type} needs "
+            f"decode_context_parallel_size == 1, got {decode_context_parallel_size}."
+        )
+        self.spec_type = spec_type
+        self.decode_context_parallel_size = decode_context_parallel_size
+
+
+class PlanningAssertionError(KVPureValueError):
+    """An invariant vLLM only asserts does not hold for this input (vLLM: AssertionError).
+
+    ``check`` names the invariant (e.g. ``"uniform_page_size"``).
+    """
+
+    def __init__(self, *, check: str, detail: str) -> None:
+        super().__init__(f"{check}: {detail}")
+        self.check = check
+        self.detail = detail
+
+
+def format_gib(num_bytes: int) -> str:
+    """Bytes as GiB the way vLLM prints them: ``str(round(b / 2**30, 2))``."""
+    return f"{round(num_bytes / 2**30, 2)}"
+
+
 # ---------------------------------------------------------------------------
 # Free block queue errors
 # ---------------------------------------------------------------------------

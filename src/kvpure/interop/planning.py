@@ -1,0 +1,369 @@
+"""Planning cases in vLLM-shaped JSON: read a golden's ``input``, write its result shapes.
+
+- :func:`parse_planning_input` turns ``{"vllm_config", "available_memory",
+  "kv_cache_specs"}`` into :class:`PlanningInput` (settings, per-worker
+  layer maps, memory);
+- :func:`render_plan` turns a :class:`KVCachePlan` into ``{"output",
+  "final_max_model_len", "derived"}`` exactly as the goldens hold them;
+- :func:`plan_case` does both, and renders a planning error as
+  ``{"error": {"type", "vllm_type", "message"}}``.
+
+Malformed input raises :class:`InvalidFieldError` naming the dotted path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyrsistent import freeze, pmap
+
+from kvpure.errors import (
+    InvalidFieldError,
+    KVPureError,
+    KVPureNotImplementedError,
+    KVPureRuntimeError,
+    KVPureValueError,
+)
+from kvpure.interop.spec_json import (
+    JSONObject,
+    derived_page_sizes,
+    parse_kv_cache_spec,
+    parse_layer_specs,
+    render_kv_cache_spec,
+    render_layer_specs,
+)
+from kvpure.layers import LayerMap
+from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.planner_settings import PlannerSettings
+from kvpure.planning import KVCachePlan, WorkerPlanFacts, get_kv_cache_configs
+from kvpure.specs import KVCacheSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanningInput:
+    """A planning case's input as kvpure values."""
+
+    settings: PlannerSettings
+    kv_cache_specs: tuple[LayerMap[KVCacheSpec], ...]
+    available_memory: tuple[int, ...]
+
+
+def _obj(path: str, value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidFieldError(field=path, value=value, reason="must be a JSON object")
+    return value
+
+
+def _get(
+    obj: Mapping[str, Any], path: str, key: str, kind: str, *, required: bool, default: Any = None
+) -> Any:
+    fpath = f"{path}.{key}"
+    if key not in obj:
+        if required:
+            raise InvalidFieldError(field=fpath, value=None, reason="missing")
+        return default
+    value = obj[key]
+    if value is None:
+        if kind.endswith("?"):
+            return None
+        raise InvalidFieldError(field=fpath, value=value, reason="must not be null")
+    base = kind.rstrip("?")
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "obj": isinstance(value, Mapping),
+    }[base]
+    if not ok:
+        names = {
+            "int": "an integer",
+            "bool": "true or false",
+            "str": "a string",
+            "obj": "an object",
+        }
+        raise InvalidFieldError(field=fpath, value=value, reason=f"must be {names[base]}")
+    return value
+
+
+def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> PlannerSettings:
+    """Planner settings from a golden's ``input.vllm_config`` object."""
+    cfg = _obj(path, vllm_config)
+    cache = _obj(f"{path}.cache_config", _get(cfg, path, "cache_config", "obj", required=True))
+    par = _obj(f"{path}.parallel_config", _get(cfg, path, "parallel_config", "obj", required=True))
+    sched = _obj(
+        f"{path}.scheduler_config", _get(cfg, path, "scheduler_config", "obj", required=True)
+    )
+    model = _obj(f"{path}.model_config", _get(cfg, path, "model_config", "obj", required=True))
+    cp, pp_, sp, mp = (
+        f"{path}.{n}"
+        for n in ("cache_config", "parallel_config", "scheduler_config", "model_config")
+    )
+    d = PlannerSettings()
+    kv_transfer = _get(cfg, path, "kv_transfer_config", "obj?", required=False)
+    extra_config: Any = None
+    if kv_transfer is not None:
+        tpath = f"{path}.kv_transfer_config"
+        extra = _get(kv_transfer, tpath, "kv_connector_extra_config", "obj?", required=False)
+        extra_config = freeze(dict(extra)) if extra is not None else pmap()
+    speculative = _get(cfg, path, "speculative_config", "obj?", required=False)
+    method = None
+    num_spec = None
+    if speculative is not None:
+        spath = f"{path}.speculative_config"
+        method = _get(speculative, spath, "method", "str?", required=False)
+        num_spec = _get(speculative, spath, "num_speculative_tokens", "int?", required=False)
+    kwargs: dict[str, Any] = dict(
+        block_size=_get(cache, cp, "block_size", "int", required=True),
+        enable_prefix_caching=_get(
+            cache,
+            cp,
+            "enable_prefix_caching",
+            "bool",
+            required=False,
+            default=d.enable_prefix_caching,
+        ),
+        prefix_match_unit=_get(cache, cp, "prefix_match_unit", "int?", required=False),
+        num_gpu_blocks_override=_get(cache, cp, "num_gpu_blocks_override", "int?", required=False),
+        mamba_cache_mode=_get(
+            cache, cp, "mamba_cache_mode", "str", required=False, default=d.mamba_cache_mode
+        ),
+        cache_dtype=_get(cache, cp, "cache_dtype", "str", required=False, default=d.cache_dtype),
+        prefix_caching_hash_algo=_get(
+            cache,
+            cp,
+            "prefix_caching_hash_algo",
+            "str",
+            required=False,
+            default=d.prefix_caching_hash_algo,
+        ),
+        decode_context_parallel_size=_get(
+            par, pp_, "decode_context_parallel_size", "int", required=False, default=1
+        ),
+        prefill_context_parallel_size=_get(
+            par, pp_, "prefill_context_parallel_size", "int", required=False, default=1
+        ),
+        pipeline_parallel_size=_get(
+            par, pp_, "pipeline_parallel_size", "int", required=False, default=1
+        ),
+        tensor_parallel_size=_get(
+            par, pp_, "tensor_parallel_size", "int", required=False, default=1
+        ),
+        disable_hybrid_kv_cache_manager=_get(
+            sched, sp, "disable_hybrid_kv_cache_manager", "bool", required=False, default=False
+        ),
+        max_num_batched_tokens=_get(sched, sp, "max_num_batched_tokens", "int", required=True),
+        max_num_encoder_input_tokens=_get(
+            sched,
+            sp,
+            "max_num_encoder_input_tokens",
+            "int",
+            required=False,
+            default=d.max_num_encoder_input_tokens,
+        ),
+        async_scheduling=_get(sched, sp, "async_scheduling", "bool", required=False, default=False),
+        max_model_len=_get(model, mp, "max_model_len", "int", required=True),
+        original_max_model_len=_get(model, mp, "original_max_model_len", "int?", required=False),
+        kv_connector_extra_config=extra_config,
+        speculative_method=method,
+        num_speculative_tokens=num_spec,
+        use_v2_model_runner=_get(
+            cfg, path, "use_v2_model_runner", "bool", required=False, default=False
+        ),
+    )
+    try:
+        settings = PlannerSettings(**kwargs)
+    except InvalidFieldError as err:
+        section = {
+            **{
+                k: cp
+                for k in (
+                    "block_size",
+                    "prefix_match_unit",
+                    "num_gpu_blocks_override",
+                    "mamba_cache_mode",
+                )
+            },
+            **{
+                k: pp_
+                for k in (
+                    "decode_context_parallel_size",
+                    "prefill_context_parallel_size",
+                    "pipeline_parallel_size",
+                    "tensor_parallel_size",
+                )
+            },
+            **{k: sp for k in ("max_num_batched_tokens", "max_num_encoder_input_tokens")},
+            **{k: mp for k in ("max_model_len", "original_max_model_len")},
+        }.get(err.field, path)
+        raise InvalidFieldError(
+            field=f"{section}.{err.field}", value=err.value, reason=err.reason
+        ) from None
+    return _check_derived(settings, cfg, path)
+
+
+def _check_derived(settings: PlannerSettings, cfg: Mapping[str, Any], path: str) -> PlannerSettings:
+    given = _get(cfg, path, "max_concurrent_batches", "int?", required=False)
+    if (
+        given is not None
+        and given != settings.max_concurrent_batches
+        and "use_v2_model_runner" not in cfg
+    ):
+        v2 = PlannerSettings(**{**_settings_fields(settings), "use_v2_model_runner": True})
+        if given == v2.max_concurrent_batches:
+            settings = v2
+    if given is not None and given != settings.max_concurrent_batches:
+        raise InvalidFieldError(
+            field=f"{path}.max_concurrent_batches",
+            value=given,
+            reason=f"does not match the settings (vLLM derives {settings.max_concurrent_batches})",
+        )
+    tokens = _get(cfg, path, "max_in_flight_tokens", "int?", required=False)
+    if tokens is not None and tokens != settings.max_in_flight_tokens:
+        raise InvalidFieldError(
+            field=f"{path}.max_in_flight_tokens",
+            value=tokens,
+            reason=f"does not match the settings (vLLM derives {settings.max_in_flight_tokens})",
+        )
+    return settings
+
+
+def _settings_fields(settings: PlannerSettings) -> dict[str, Any]:
+    return {name: getattr(settings, name) for name in PlannerSettings.__dataclass_fields__}
+
+
+def parse_planning_input(case_input: object, path: str = "input") -> PlanningInput:
+    """A golden's ``input`` object as kvpure values."""
+    obj = _obj(path, case_input)
+    settings = parse_planner_settings(obj.get("vllm_config"), "vllm_config")
+    memory = obj.get("available_memory")
+    if not isinstance(memory, list):
+        raise InvalidFieldError(field="available_memory", value=memory, reason="must be a list")
+    for i, mem in enumerate(memory):
+        if isinstance(mem, bool) or not isinstance(mem, int):
+            raise InvalidFieldError(
+                field=f"available_memory[{i}]", value=mem, reason="must be an integer"
+            )
+    workers = obj.get("kv_cache_specs")
+    if not isinstance(workers, list):
+        raise InvalidFieldError(field="kv_cache_specs", value=workers, reason="must be a list")
+    if len(workers) != len(memory):
+        raise InvalidFieldError(
+            field="available_memory",
+            value=memory,
+            reason=f"must give one figure per worker ({len(workers)} in kv_cache_specs)",
+        )
+    specs = tuple(parse_layer_specs(w, f"kv_cache_specs[{i}]") for i, w in enumerate(workers))
+    return PlanningInput(settings=settings, kv_cache_specs=specs, available_memory=tuple(memory))
+
+
+def render_tensor(tensor: KVCacheTensor) -> JSONObject:
+    return {
+        "size": tensor.size,
+        "shared_by": list(tensor.shared_by),
+        "offset": tensor.offset,
+        "block_stride": tensor.block_stride,
+    }
+
+
+def render_group(group: KVCacheGroupSpec) -> JSONObject:
+    return {
+        "layer_names": list(group.layer_names),
+        "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec),
+        "is_eagle_group": group.is_eagle_group,
+    }
+
+
+def render_kv_cache_config(config: KVCacheConfig) -> JSONObject:
+    """A KVCacheConfig in the goldens' ``output[i]`` shape."""
+    return {
+        "num_blocks": config.num_blocks,
+        "kv_cache_tensors": [render_tensor(t) for t in config.kv_cache_tensors],
+        "kv_cache_groups": [render_group(g) for g in config.kv_cache_groups],
+    }
+
+
+def render_worker_facts(facts: WorkerPlanFacts, has_groups: bool) -> JSONObject:
+    """One entry of the goldens' ``derived.per_worker``."""
+    out: JSONObject = {}
+    if has_groups:
+        out["kv_cache_capacity_tokens"] = facts.kv_cache_capacity_tokens
+        out["max_concurrency"] = facts.max_concurrency
+        out["group_max_memory_usage_bytes"] = list(facts.group_max_memory_usage_bytes)
+        out["max_memory_usage_bytes_from_groups"] = facts.max_memory_usage_bytes_from_groups
+    out["resolve_kv_cache_block_sizes"] = [facts.scheduler_block_size, facts.hash_block_size]
+    return out
+
+
+def render_plan(plan: KVCachePlan) -> JSONObject:
+    """``{"output", "final_max_model_len", "derived"}`` as in the goldens."""
+    return {
+        "output": [render_kv_cache_config(c) for c in plan.kv_cache_configs],
+        "final_max_model_len": plan.final_max_model_len,
+        "derived": {
+            "scheduler_kv_cache_config": render_kv_cache_config(plan.scheduler_kv_cache_config),
+            "per_worker": [
+                render_worker_facts(f, bool(c.kv_cache_groups))
+                for f, c in zip(plan.workers, plan.kv_cache_configs, strict=True)
+            ],
+        },
+    }
+
+
+def vllm_error_type(err: KVPureError) -> str:
+    """The stdlib exception vLLM raises where kvpure raised ``err``."""
+    if isinstance(err, KVPureNotImplementedError):
+        return "NotImplementedError"
+    if isinstance(err, KVPureRuntimeError):
+        return "RuntimeError"
+    if isinstance(err, KVPureValueError):
+        return "ValueError"
+    return type(err).__mro__[1].__name__
+
+
+def render_error(err: KVPureError) -> JSONObject:
+    """``{"error": {"type", "vllm_type", "message"}}``."""
+    return {
+        "error": {
+            "type": type(err).__name__,
+            "vllm_type": vllm_error_type(err),
+            "message": str(err),
+        }
+    }
+
+
+def plan_input(parsed: PlanningInput) -> KVCachePlan:
+    """Run the planner on a parsed case."""
+    return get_kv_cache_configs(parsed.settings, parsed.kv_cache_specs, parsed.available_memory)
+
+
+def plan_case(case_input: object) -> JSONObject:
+    """Plan a golden's ``input``; the result or ``{"error": ...}`` in the goldens' shapes.
+
+    Malformed input raises InvalidFieldError (it is not a planning outcome).
+    """
+    parsed = parse_planning_input(case_input)
+    try:
+        plan = plan_input(parsed)
+    except KVPureError as err:
+        return render_error(err)
+    return render_plan(plan)
+
+
+__all__ = [
+    "PlanningInput",
+    "derived_page_sizes",
+    "parse_kv_cache_spec",
+    "parse_layer_specs",
+    "parse_planner_settings",
+    "parse_planning_input",
+    "plan_case",
+    "plan_input",
+    "render_error",
+    "render_kv_cache_config",
+    "render_kv_cache_spec",
+    "render_layer_specs",
+    "render_plan",
+    "vllm_error_type",
+]

@@ -1,0 +1,114 @@
+"""An ordered, immutable map from layer name to a value (usually a KV cache spec).
+
+vLLM's grouping depends on layer order (first-seen buckets, the last layer
+as the EAGLE layer) and a plain PMap has no order, so :class:`LayerMap`
+keeps the names in order beside a PMap for lookup. Equality and hashing
+ignore order, as for the dicts vLLM compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pyrsistent import PMap, pmap
+
+from kvpure.errors import InvalidFieldError
+
+V = TypeVar("V")
+W = TypeVar("W")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LayerMap(Mapping[str, V], Generic[V]):
+    """Layer names in model order, each mapped to a value; immutable and hashable."""
+
+    names: tuple[str, ...]
+    by_name: PMap[str, V]
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.by_name):
+            raise InvalidFieldError(
+                field="names",
+                value=self.names,
+                reason="layer names must be unique and match the lookup map",
+            )
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[str, V]]) -> LayerMap[V]:
+        """Build from ``(name, value)`` pairs in order; a repeated name is an error."""
+        names: list[str] = []
+        lookup: dict[str, V] = {}
+        for name, value in pairs:
+            if name in lookup:
+                raise InvalidFieldError(field=name, value=name, reason="layer name repeated")
+            names.append(name)
+            lookup[name] = value
+        return cls(names=tuple(names), by_name=pmap(lookup))
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, V]) -> LayerMap[V]:
+        """Build from any mapping, keeping its iteration order."""
+        if isinstance(mapping, LayerMap):
+            return mapping
+        return cls(names=tuple(mapping), by_name=pmap(dict(mapping)))
+
+    @classmethod
+    def empty(cls) -> LayerMap[V]:
+        """The map with no layers."""
+        return cls(names=(), by_name=pmap())
+
+    def __getitem__(self, name: str) -> V:
+        return self.by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.by_name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LayerMap):
+            return self.by_name == other.by_name
+        if isinstance(other, Mapping):
+            return dict(self.by_name) == dict(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.by_name)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n!r}: {self.by_name[n]!r}" for n in self.names)
+        return f"LayerMap({{{inner}}})"
+
+    def ordered_values(self) -> tuple[V, ...]:
+        """The values in layer order."""
+        lookup = self.by_name
+        return tuple(lookup[n] for n in self.names)
+
+    def ordered_items(self) -> tuple[tuple[str, V], ...]:
+        """``(name, value)`` pairs in layer order."""
+        lookup = self.by_name
+        return tuple((n, lookup[n]) for n in self.names)
+
+    def subset(self, names: Iterable[str]) -> LayerMap[V]:
+        """The map restricted to ``names``, in the order given."""
+        lookup = self.by_name
+        return LayerMap.from_pairs((n, lookup[n]) for n in names)
+
+    def replace_values(self, updates: Mapping[str, V]) -> LayerMap[V]:
+        """A new map with some values replaced (names and order unchanged)."""
+        if not updates:
+            return self
+        for name in updates:
+            if name not in self.by_name:
+                raise InvalidFieldError(field=name, value=name, reason="no such layer")
+        return LayerMap(names=self.names, by_name=self.by_name.update(updates))
+
+    def map_values(self, fn: Callable[[V], W]) -> LayerMap[W]:
+        """A new map with ``fn`` applied to every value."""
+        return LayerMap.from_pairs((n, fn(v)) for n, v in self.ordered_items())

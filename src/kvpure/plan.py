@@ -1,0 +1,75 @@
+"""The planner's result values: KVCacheTensor, KVCacheGroupSpec, KVCacheConfig.
+
+They mirror vLLM's dataclasses field for field, frozen, with tuples for
+vLLM's lists. :class:`PlannerSettings` (defined in ``planner_settings``) is
+re-exported here: it is the planner's one input besides specs and memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvpure.planner_settings import AUTO_FIT_MAX_MODEL_LEN, EAGLE_METHODS, PlannerSettings
+from kvpure.specs_base import KVCacheSpec, check_non_negative
+from kvpure.specs_mamba import MambaSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCacheTensor:
+    """One KV cache buffer for the worker to allocate.
+
+    ``size`` is in bytes; the layers in ``shared_by`` share it. In the packed
+    layout, ``offset`` is the byte offset of these layers inside each block
+    and ``block_stride`` the bytes per block (0 means not packed).
+    """
+
+    size: int
+    shared_by: tuple[str, ...]
+    offset: int = 0
+    block_stride: int = 0
+
+    def __post_init__(self) -> None:
+        check_non_negative("size", self.size)
+        check_non_negative("offset", self.offset)
+        check_non_negative("block_stride", self.block_stride)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCacheGroupSpec:
+    """Layers that share one block table, with their merged spec."""
+
+    layer_names: tuple[str, ...]
+    kv_cache_spec: KVCacheSpec
+    is_eagle_group: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCacheConfig:
+    """One worker's KV cache plan: block count, tensors to allocate and groups."""
+
+    num_blocks: int
+    kv_cache_tensors: tuple[KVCacheTensor, ...]
+    kv_cache_groups: tuple[KVCacheGroupSpec, ...]
+
+    def __post_init__(self) -> None:
+        check_non_negative("num_blocks", self.num_blocks)
+
+    @property
+    def has_mamba_layers(self) -> bool:
+        """Whether any group holds Mamba state."""
+        return any(isinstance(g.kv_cache_spec, MambaSpec) for g in self.kv_cache_groups)
+
+    @property
+    def needs_kv_cache_zeroing(self) -> bool:
+        """Whether the buffers must start zeroed (Mamba state must)."""
+        return self.has_mamba_layers
+
+
+__all__ = [
+    "AUTO_FIT_MAX_MODEL_LEN",
+    "EAGLE_METHODS",
+    "KVCacheConfig",
+    "KVCacheGroupSpec",
+    "KVCacheTensor",
+    "PlannerSettings",
+]

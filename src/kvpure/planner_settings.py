@@ -1,0 +1,146 @@
+"""The one frozen value holding every setting vLLM's KV cache planner reads.
+
+Instead of a whole ``VllmConfig``, the planner takes :class:`PlannerSettings`:
+the cache, parallel, scheduler, model, KV-transfer and speculative settings it
+actually reads, flattened, with vLLM's field names. vLLM's derived numbers
+(``max_concurrent_batches``, ``max_in_flight_tokens``) are properties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pyrsistent import PMap
+
+from kvpure.errors import InvalidFieldError
+
+#: ``speculative_config.method`` values for which vLLM's ``use_eagle()`` is true.
+EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp"})
+
+#: ``original_max_model_len`` value that asks the planner to auto-fit max_model_len.
+AUTO_FIT_MAX_MODEL_LEN = -1
+
+_MAMBA_CACHE_MODES = ("none", "all", "align")
+
+
+def _check_int(field: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidFieldError(field=field, value=value, reason="must be an integer")
+    if value < minimum:
+        raise InvalidFieldError(field=field, value=value, reason=f"must be at least {minimum}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannerSettings:
+    """Everything ``get_kv_cache_configs`` reads from vLLM's config, as one value.
+
+    Cache: ``block_size``, ``enable_prefix_caching``, ``prefix_match_unit``,
+    ``num_gpu_blocks_override``, ``mamba_cache_mode``, ``cache_dtype``,
+    ``prefix_caching_hash_algo``. Parallel: ``decode_context_parallel_size``,
+    ``prefill_context_parallel_size``, ``pipeline_parallel_size``,
+    ``tensor_parallel_size``. Scheduler: ``disable_hybrid_kv_cache_manager``,
+    ``max_num_batched_tokens``, ``max_num_encoder_input_tokens``,
+    ``async_scheduling``. Model: ``max_model_len`` and
+    ``original_max_model_len`` (``-1`` asks for auto-fit). KV transfer:
+    ``kv_connector_extra_config`` (``None`` means no KV connector is
+    configured). Speculative decoding: ``speculative_method`` (``None``: no
+    speculative config) and ``num_speculative_tokens``.
+
+    ``use_v2_model_runner`` cannot be read from the planner's inputs: it picks
+    vLLM's V2 model runner, which changes ``max_concurrent_batches`` under
+    async scheduling. It defaults to the V1 runner.
+    """
+
+    block_size: int = 16
+    enable_prefix_caching: bool = True
+    prefix_match_unit: int | None = None
+    num_gpu_blocks_override: int | None = None
+    mamba_cache_mode: str = "none"
+    cache_dtype: str = "auto"
+    prefix_caching_hash_algo: str = "sha256"
+    decode_context_parallel_size: int = 1
+    prefill_context_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    tensor_parallel_size: int = 1
+    disable_hybrid_kv_cache_manager: bool = False
+    max_num_batched_tokens: int = 8192
+    max_num_encoder_input_tokens: int = 8192
+    async_scheduling: bool = False
+    max_model_len: int = 8192
+    original_max_model_len: int | None = None
+    kv_connector_extra_config: PMap[str, object] | None = None
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = None
+    use_v2_model_runner: bool = False
+
+    def __post_init__(self) -> None:
+        _check_int("block_size", self.block_size, 1)
+        if self.prefix_match_unit is not None:
+            _check_int("prefix_match_unit", self.prefix_match_unit, 1)
+        if self.num_gpu_blocks_override is not None:
+            _check_int("num_gpu_blocks_override", self.num_gpu_blocks_override, 1)
+        if self.mamba_cache_mode not in _MAMBA_CACHE_MODES:
+            raise InvalidFieldError(
+                field="mamba_cache_mode",
+                value=self.mamba_cache_mode,
+                reason=f"must be one of {', '.join(_MAMBA_CACHE_MODES)}",
+            )
+        _check_int("decode_context_parallel_size", self.decode_context_parallel_size, 1)
+        _check_int("prefill_context_parallel_size", self.prefill_context_parallel_size, 1)
+        _check_int("pipeline_parallel_size", self.pipeline_parallel_size, 1)
+        _check_int("tensor_parallel_size", self.tensor_parallel_size, 1)
+        _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        _check_int("max_num_encoder_input_tokens", self.max_num_encoder_input_tokens, 0)
+        _check_int("max_model_len", self.max_model_len, 1)
+        if self.original_max_model_len is not None:
+            _check_int("original_max_model_len", self.original_max_model_len, -1)
+        if self.num_speculative_tokens is not None:
+            _check_int("num_speculative_tokens", self.num_speculative_tokens, 0)
+
+    @property
+    def max_concurrent_batches(self) -> int:
+        """Batches in flight at once: the pipeline depth, more with async scheduling."""
+        pp = self.pipeline_parallel_size
+        if self.async_scheduling:
+            if self.use_v2_model_runner:
+                return pp + 1
+            if pp <= 1:
+                return 2
+        return pp
+
+    @property
+    def max_in_flight_tokens(self) -> int:
+        """Tokens scheduled but not yet settled: one full batch per concurrent step."""
+        return self.max_concurrent_batches * self.max_num_batched_tokens
+
+    @property
+    def has_kv_connector(self) -> bool:
+        """Whether a KV transfer config (a KV connector) is present."""
+        return self.kv_connector_extra_config is not None
+
+    @property
+    def enable_cross_layers_blocks(self) -> bool:
+        """The connector's experimental ``enable_cross_layers_blocks`` flag, as vLLM reads it."""
+        extra = self.kv_connector_extra_config
+        if extra is None:
+            return False
+        return str(extra.get("enable_cross_layers_blocks", "False")).lower() == "true"
+
+    @property
+    def has_speculative_config(self) -> bool:
+        """Whether speculative decoding is configured."""
+        return self.speculative_method is not None or self.num_speculative_tokens is not None
+
+    @property
+    def use_eagle(self) -> bool:
+        """vLLM's ``speculative_config.use_eagle()``: EAGLE, EAGLE-3 or MTP drafting."""
+        return self.speculative_method in EAGLE_METHODS
+
+    @property
+    def auto_fit_max_model_len(self) -> bool:
+        """Whether max_model_len is to be fitted to memory (``original_max_model_len == -1``)."""
+        return self.original_max_model_len == AUTO_FIT_MAX_MODEL_LEN
+
+    def with_max_model_len(self, max_model_len: int) -> PlannerSettings:
+        """A copy with another max_model_len (the estimate searches over these)."""
+        return replace(self, max_model_len=max_model_len)

@@ -1,0 +1,317 @@
+"""vLLM 0.26.0's ``get_kv_cache_configs`` as a pure function over frozen values.
+
+:func:`get_kv_cache_configs` merges the workers' layer specs, groups them,
+projects the groups onto each worker, applies ``num_gpu_blocks_override``,
+auto-fits ``max_model_len`` when asked, checks that one request fits, builds
+each worker's :class:`KVCacheConfig` and gives every worker the smallest
+block count. It returns a :class:`KVCachePlan`: the configs, the final
+max_model_len, and the facts vLLM only logs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvpure.errors import (
+    AutoFitError,
+    InvalidFieldError,
+    PlanningAssertionError,
+    UnregisteredSpecError,
+    WorkerSpecMismatchError,
+)
+from kvpure.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
+from kvpure.layers import LayerMap
+from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.planner_settings import PlannerSettings
+from kvpure.planning_memory import (
+    check_enough_memory,
+    estimate_max_model_len_from_groups,
+    get_kv_cache_capacity,
+    max_memory_usage_bytes_from_groups,
+    resolve_kv_cache_block_sizes,
+)
+from kvpure.planning_tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
+from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, get_uniform_type_base_spec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NumBlocksOverrideFact:
+    """vLLM's "Overriding num_gpu_blocks=N with num_gpu_blocks_override=M" for one worker."""
+
+    worker: int
+    num_blocks_from_memory: int
+    num_gpu_blocks_override: int
+    bytes_per_block: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoFitFact:
+    """What auto-fitting max_model_len decided (vLLM logs it)."""
+
+    original_max_model_len: int
+    fitted_max_model_len: int
+    limiting_available_bytes: int | None
+    attention_free: bool = False
+
+    @property
+    def reduced(self) -> bool:
+        """Whether the model's full context did not fit and max_model_len was lowered."""
+        return self.fitted_max_model_len < self.original_max_model_len
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerPlanFacts:
+    """Per-worker numbers vLLM logs or derives from the final config.
+
+    ``kv_cache_capacity_tokens`` and ``max_concurrency`` are None for a
+    worker without KV cache groups.
+    """
+
+    num_blocks_before_equalisation: int
+    kv_cache_capacity_tokens: int | None
+    max_concurrency: float | None
+    group_max_memory_usage_bytes: tuple[int, ...]
+    max_memory_usage_bytes_from_groups: int
+    scheduler_block_size: int
+    hash_block_size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVCachePlan:
+    """The result of :func:`get_kv_cache_configs`: one config per worker, plus facts."""
+
+    kv_cache_configs: tuple[KVCacheConfig, ...]
+    final_max_model_len: int
+    settings: PlannerSettings
+    kv_cache_groups: tuple[KVCacheGroupSpec, ...]
+    padding: tuple[PaddingFact, ...]
+    hybrid_specs_converted: bool
+    num_blocks_overrides: tuple[NumBlocksOverrideFact, ...]
+    auto_fit: AutoFitFact | None
+    workers: tuple[WorkerPlanFacts, ...]
+
+    @property
+    def num_blocks(self) -> int:
+        """The block count every worker shares."""
+        return self.kv_cache_configs[0].num_blocks
+
+    @property
+    def scheduler_kv_cache_config(self) -> KVCacheConfig:
+        """The scheduler's config (vLLM's ``generate_scheduler_kv_cache_config``)."""
+        return generate_scheduler_kv_cache_config(self.kv_cache_configs)
+
+
+def merge_worker_specs(specs_per_worker: Sequence[LayerMap[KVCacheSpec]]) -> LayerMap[KVCacheSpec]:
+    """All workers' layers in first-seen order; a layer must have one spec on every worker."""
+    merged: dict[str, KVCacheSpec] = {}
+    first_worker: dict[str, int] = {}
+    for worker, specs in enumerate(specs_per_worker):
+        for name, spec in specs.ordered_items():
+            known = merged.get(name)
+            if known is None:
+                merged[name] = spec
+                first_worker[name] = worker
+            elif known != spec:
+                raise WorkerSpecMismatchError(
+                    layer_name=name, first_worker=first_worker[name], other_worker=worker
+                )
+    return LayerMap.from_pairs(merged.items())
+
+
+def check_kv_cache_spec_registry(specs: LayerMap[KVCacheSpec]) -> None:
+    """Every layer's spec type must be one the planner can manage."""
+    for name, spec in specs.ordered_items():
+        if get_uniform_type_base_spec(spec) is None:
+            raise UnregisteredSpecError(layer_name=name, spec_type=type(spec).__name__)
+
+
+def project_kv_cache_groups_to_worker(
+    groups: Sequence[KVCacheGroupSpec], worker_specs: LayerMap[KVCacheSpec]
+) -> tuple[KVCacheGroupSpec, ...]:
+    """The global groups restricted to one worker's layers (empty groups are kept)."""
+    projected: list[KVCacheGroupSpec] = []
+    for group in groups:
+        names = tuple(n for n in group.layer_names if n in worker_specs)
+        spec = group.kv_cache_spec
+        if names and isinstance(spec, UniformTypeKVCacheSpecs):
+            spec = UniformTypeKVCacheSpecs(
+                block_size=spec.block_size, kv_cache_specs=spec.kv_cache_specs.subset(names)
+            )
+        projected.append(
+            KVCacheGroupSpec(
+                layer_names=names,
+                kv_cache_spec=spec,
+                is_eagle_group=group.is_eagle_group and bool(names),
+            )
+        )
+    return tuple(projected)
+
+
+def generate_scheduler_kv_cache_config(configs: Sequence[KVCacheConfig]) -> KVCacheConfig:
+    """Worker 0's config with each uniform-type group spec replaced by its first layer's spec."""
+    if any(c.num_blocks != configs[0].num_blocks for c in configs):
+        raise PlanningAssertionError(
+            check="scheduler_num_blocks", detail="all workers must have the same num_blocks"
+        )
+    first = configs[0]
+    groups = tuple(
+        dataclasses.replace(g, kv_cache_spec=g.kv_cache_spec.kv_cache_specs.ordered_values()[0])
+        if isinstance(g.kv_cache_spec, UniformTypeKVCacheSpecs)
+        else g
+        for g in first.kv_cache_groups
+    )
+    return dataclasses.replace(first, kv_cache_groups=groups)
+
+
+def _auto_fit(
+    settings: PlannerSettings,
+    projected: Sequence[tuple[KVCacheGroupSpec, ...]],
+    available: Sequence[int],
+) -> AutoFitFact:
+    original = settings.max_model_len
+    if all(not groups for groups in projected):
+        return AutoFitFact(
+            original_max_model_len=original,
+            fitted_max_model_len=original,
+            limiting_available_bytes=None,
+            attention_free=True,
+        )
+    fitted = original
+    limiting = available[0]
+    for groups, mem in zip(projected, available, strict=True):
+        if not groups:
+            continue
+        worker_max = estimate_max_model_len_from_groups(settings, groups, mem)
+        if worker_max < fitted:
+            fitted = worker_max
+            limiting = mem
+    if fitted <= 0:
+        raise AutoFitError(available_bytes=tuple(available))
+    return AutoFitFact(
+        original_max_model_len=original,
+        fitted_max_model_len=min(fitted, original),
+        limiting_available_bytes=limiting,
+    )
+
+
+def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
+    old = config.num_blocks
+    tensors: list[KVCacheTensor] = []
+    for tensor in config.kv_cache_tensors:
+        if old == 0 or tensor.size % old != 0:
+            raise PlanningAssertionError(
+                check="tensor_size_divides",
+                detail=f"tensor of {tensor.size} bytes does not divide into {old} blocks",
+            )
+        tensors.append(dataclasses.replace(tensor, size=tensor.size // old * num_blocks))
+    return dataclasses.replace(config, num_blocks=num_blocks, kv_cache_tensors=tuple(tensors))
+
+
+def _worker_facts(
+    settings: PlannerSettings, config: KVCacheConfig, num_blocks_before: int
+) -> WorkerPlanFacts:
+    scheduler_bs, hash_bs = resolve_kv_cache_block_sizes(config, settings)
+    groups = config.kv_cache_groups
+    capacity: int | None = None
+    concurrency: float | None = None
+    if groups:
+        capacity, concurrency = get_kv_cache_capacity(settings, config)
+    return WorkerPlanFacts(
+        num_blocks_before_equalisation=num_blocks_before,
+        kv_cache_capacity_tokens=capacity,
+        max_concurrency=concurrency,
+        group_max_memory_usage_bytes=tuple(
+            g.kv_cache_spec.max_memory_usage_bytes(settings) for g in groups
+        ),
+        max_memory_usage_bytes_from_groups=max_memory_usage_bytes_from_groups(settings, groups),
+        scheduler_block_size=scheduler_bs,
+        hash_block_size=hash_bs,
+    )
+
+
+def _check_worker_memory(
+    settings: PlannerSettings, groups: tuple[KVCacheGroupSpec, ...], available_memory: int
+) -> None:
+    check_enough_memory(
+        available_memory,
+        lambda: max_memory_usage_bytes_from_groups(settings, groups),
+        settings.max_model_len,
+        lambda mem: estimate_max_model_len_from_groups(settings, groups, mem),
+    )
+
+
+def get_kv_cache_configs(
+    settings: PlannerSettings,
+    specs_per_worker: Sequence[LayerMap[KVCacheSpec]],
+    available_memory_per_worker: Sequence[int],
+) -> KVCachePlan:
+    """Plan every worker's KV cache exactly as vLLM 0.26.0 would.
+
+    ``specs_per_worker[w]`` maps worker ``w``'s layer names (in model order)
+    to their specs; ``available_memory_per_worker[w]`` is its free memory in
+    bytes. Nothing is mutated: the fitted max_model_len is in the result.
+    """
+    if not specs_per_worker:
+        raise InvalidFieldError(
+            field="kv_cache_specs", value=[], reason="needs at least one worker"
+        )
+    if len(specs_per_worker) != len(available_memory_per_worker):
+        raise InvalidFieldError(
+            field="available_memory",
+            value=list(available_memory_per_worker),
+            reason=f"must give one figure per worker ({len(specs_per_worker)} workers have specs)",
+        )
+    merged = merge_worker_specs(specs_per_worker)
+    check_kv_cache_spec_registry(merged)
+    grouping: KVCacheGrouping = get_kv_cache_groups(settings, merged)
+    projected = [
+        project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in specs_per_worker
+    ]
+    available = list(available_memory_per_worker)
+    overrides: list[NumBlocksOverrideFact] = []
+    override = settings.num_gpu_blocks_override
+    if override is not None:
+        for worker, groups in enumerate(projected):
+            if not groups:
+                continue
+            per_block = pool_bytes_per_block(settings, groups)
+            overrides.append(
+                NumBlocksOverrideFact(
+                    worker=worker,
+                    num_blocks_from_memory=available[worker] // per_block if per_block else 0,
+                    num_gpu_blocks_override=override,
+                    bytes_per_block=per_block,
+                )
+            )
+            available[worker] = override * per_block
+    auto_fit: AutoFitFact | None = None
+    if settings.auto_fit_max_model_len:
+        auto_fit = _auto_fit(settings, projected, available)
+        settings = settings.with_max_model_len(auto_fit.fitted_max_model_len)
+    for groups, mem in zip(projected, available, strict=True):
+        if groups:
+            _check_worker_memory(settings, groups, mem)
+    configs: list[KVCacheConfig] = []
+    for groups, worker_specs, mem in zip(projected, specs_per_worker, available, strict=True):
+        if sum(len(g.layer_names) for g in groups) != len(worker_specs):
+            raise PlanningAssertionError(
+                check="layers_assigned", detail="Some layers are not assigned to any group."
+            )
+        configs.append(get_kv_cache_config_from_groups(settings, groups, mem))
+    min_blocks = min(c.num_blocks for c in configs)
+    before = [c.num_blocks for c in configs]
+    configs = [_shrink(c, min_blocks) for c in configs]
+    workers = tuple(_worker_facts(settings, c, nb) for c, nb in zip(configs, before, strict=True))
+    return KVCachePlan(
+        kv_cache_configs=tuple(configs),
+        final_max_model_len=settings.max_model_len,
+        settings=settings,
+        kv_cache_groups=grouping.groups,
+        padding=grouping.padding,
+        hybrid_specs_converted=grouping.hybrid_specs_converted,
+        num_blocks_overrides=tuple(overrides),
+        auto_fit=auto_fit,
+        workers=workers,
+    )

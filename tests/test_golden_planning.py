@@ -1,0 +1,87 @@
+"""Every planning golden of vLLM 0.26.0, compared field by field with kvpure's result."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvpure.errors
+from kvpure.errors import KVPureError
+from kvpure.interop.planning import (
+    parse_kv_cache_spec,
+    parse_planning_input,
+    plan_case,
+    plan_input,
+    render_kv_cache_spec,
+)
+from tests.conftest import GOLDEN_026
+
+NOT_PLANNING = {"hashes.json", "tensor_views.json", "block_pool_traces.json"}
+CASES = sorted(p for p in GOLDEN_026.glob("*.json") if p.name not in NOT_PLANNING)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def test_all_planning_goldens_are_found() -> None:
+    assert len(CASES) == 36
+    assert sum("error" in _load(p) for p in CASES) == 3
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_golden_case(path: Path) -> None:
+    case = _load(path)
+    result = plan_case(case["input"])
+    if "error" in case:
+        expected = case["error"]
+        error = result["error"]
+        assert error["vllm_type"] == expected["type"]
+        assert error["message"] == expected["message"]
+        kv_class = getattr(kvpure.errors, error["type"])
+        assert issubclass(kv_class, KVPureError)
+        assert issubclass(
+            kv_class,
+            {"ValueError": ValueError, "NotImplementedError": NotImplementedError}[
+                expected["type"]
+            ],
+        )
+        return
+    assert list(result) == ["output", "final_max_model_len", "derived"]
+    assert result["final_max_model_len"] == case["final_max_model_len"]
+    assert len(result["output"]) == len(case["output"])
+    for got, want in zip(result["output"], case["output"], strict=True):
+        assert got == want
+    assert result["derived"] == case["derived"]
+    # Key order as the goldens': JSON text equal, not only dict-equal.
+    assert json.dumps(result["output"]) == json.dumps(case["output"])
+    assert json.dumps(result["derived"]) == json.dumps(case["derived"])
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_golden_input_specs_reproduce_derived(path: Path) -> None:
+    case = _load(path)
+    for worker in case["input"]["kv_cache_specs"]:
+        for spec_obj in worker.values():
+            rendered = render_kv_cache_spec(parse_kv_cache_spec(spec_obj))
+            assert json.dumps(rendered) == json.dumps(spec_obj)
+
+
+@pytest.mark.parametrize("path", [p for p in CASES if "error" in _load(p)], ids=lambda p: p.stem)
+def test_golden_failure_raises_typed_error_with_numbers(path: Path) -> None:
+    case = _load(path)
+    parsed = parse_planning_input(case["input"])
+    stdlib = {"ValueError": ValueError, "NotImplementedError": NotImplementedError}[
+        case["error"]["type"]
+    ]
+    with pytest.raises(stdlib) as info:
+        plan_input(parsed)
+    assert isinstance(info.value, KVPureError)
+    numbers = re.findall(r"\d+(?:\.\d+)?", case["error"]["message"])
+    for number in numbers:
+        assert number in str(info.value)
