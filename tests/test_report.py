@@ -187,12 +187,13 @@ def test_json_report_is_the_same_facts() -> None:
 
 
 def test_sweep_gives_one_row_per_value_and_rows_for_what_does_not_fit() -> None:
-    text = config_report_output(
+    text, code = config_report_output(
         example("llama3_8b.json"),
         {"kv_cache_memory": "4GiB"},
         sweep_text="max_model_len=1024,4096,8192,16384",
         as_json=False,
     )
+    assert code == 0
     lines = text.splitlines()
     assert len(lines) == 5
     # 4 GiB / 2 MiB per block = 2048 blocks of 16 tokens = 32768 tokens.
@@ -207,7 +208,7 @@ def test_sweep_gives_one_row_per_value_and_rows_for_what_does_not_fit() -> None:
             {"max_model_len": "8192"},
             sweep_text="kv_cache_memory=16GiB,24GiB,1MiB",
             as_json=True,
-        )
+        )[0]
     )
     assert [row["value"] for row in data["rows"]] == ["16GiB", "24GiB", "1MiB"]
     assert data["rows"][0]["report"]["num_blocks"] == 8192

@@ -321,3 +321,12 @@ class MissingConfigFieldError(ModelConfigError):
         )
         self.field = field
         self.architecture = architecture
+
+
+class MissingOptionError(ModelConfigError):
+    """A deployment option that has no default was not given (``option`` names it)."""
+
+    def __init__(self, *, option: str, reason: str) -> None:
+        super().__init__(f"{option} is required {reason}")
+        self.option = option
+        self.reason = reason

@@ -227,7 +227,15 @@ class SweepRow:
 
 def render_sweep(option: str, rows: Sequence[SweepRow]) -> str:
     """A capacity table, one row per value of ``option``."""
-    header = (option, "blocks", "token capacity", "concurrency", "max_model_len", "block", "waste")
+    header = (
+        option,
+        "blocks",
+        "token capacity",
+        "concurrency",
+        "final max_model_len",
+        "block",
+        "waste",
+    )
     table: list[tuple[str, ...]] = []
     for row in rows:
         report = row.report

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import InvalidFieldError, MissingOptionError
 from kvpure.models.deployment import (
     KV_CACHE_DTYPES,
     MAMBA_CACHE_MODES,
@@ -228,10 +228,9 @@ def deployment_from_options(options: Mapping[str, str]) -> Deployment:
         if name not in _BY_NAME:
             raise InvalidFieldError(field=name, value=options[name], reason="unknown option")
     if "kv_cache_memory" not in options:
-        raise InvalidFieldError(
-            field="--kv-cache-memory",
-            value=None,
-            reason="is required for a config.json: the KV cache memory per GPU, e.g. 24GiB",
+        raise MissingOptionError(
+            option="--kv-cache-memory",
+            reason="for a config.json: the KV cache memory per GPU, e.g. --kv-cache-memory 24GiB",
         )
 
     def positive(name: str) -> int | None:
