@@ -170,3 +170,13 @@ def test_a_subprocess_run_of_the_installed_command() -> None:
         "kvpure: error: --pipeline-parallel-size: must be at least 1 (got 0)"
     ]
     assert bad.stdout == ""
+
+
+def test_demo_explains_the_bundled_llama(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    # 24 GiB / 2 MiB per block = 12288 blocks of 16 tokens.
+    assert "12,288 (12,287 usable" in out
+    assert "196,608 tokens" in out
+    assert "--sweep max_model_len=" in out
+    assert "96.00x" in out
