@@ -116,6 +116,7 @@ def test_planning_case_human_report(capsys: pytest.CaptureFixture[str]) -> None:
         (["plan", LLAMA, "--kv-cache-memory", "100MiB"], "estimated maximum model length is 800"),
         (["plan", LLAMA, "--kv-cache-memory", "1GiB", "--bogus"], "unrecognized arguments"),
         (["plan", str(GOLDEN_026 / "llama3_8b.json"), "-tp", "2"], "config.json"),
+        (["plan", str(GOLDEN_026 / "hashes.json")], "neither a model's config.json"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(

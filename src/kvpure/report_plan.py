@@ -78,15 +78,10 @@ def _tokens(layout: ModelLayout, deployment: Deployment) -> tuple[int, float, in
 
 def suggest(layout: ModelLayout, deployment: Deployment, report: CapacityReport) -> str:
     """One line saying what to change to fit more, with numbers from exact re-plans."""
-    waste = report.waste
-    biggest = max(
-        (waste.padding_layers_bytes, "padding layers"),
-        (waste.padded_pages_bytes, "padded pages"),
-    )
-    if waste.percent(biggest[0]) >= 10.0:
+    if deployment.num_gpu_blocks_override is not None:
         return (
-            f"{biggest[1]} take {waste.percent(biggest[0]):.1f}% of the memory; a model with "
-            "layer counts that divide evenly between attention kinds would waste less"
+            f"the block count is fixed at {deployment.num_gpu_blocks_override:,} by "
+            "--num-gpu-blocks-override; raise it (or drop it to use the memory)"
         )
     if report.model is not None and report.model.kv_cache_dtype in ("bfloat16", "float16"):
         fp8 = _tokens(layout, replace(deployment, kv_cache_dtype="fp8"))

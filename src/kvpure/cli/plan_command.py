@@ -76,6 +76,14 @@ def run(args: argparse.Namespace) -> int:
         )
         print(text)
         return code
+    case = data.get("input", data) if isinstance(data, dict) else data
+    if not isinstance(case, dict) or "kv_cache_specs" not in case:
+        raise InvalidFieldError(
+            field=args.file,
+            value=sorted(data)[:6] if isinstance(data, dict) else type(data).__name__,
+            reason="is neither a model's config.json (it has no 'architectures') nor a vLLM "
+            "planning case (it has no 'kv_cache_specs')",
+        )
     given = [f"--{name.replace('_', '-')}" for name in given_options(args)]
     if args.sweep is not None:
         given.append("--sweep")
@@ -85,7 +93,6 @@ def run(args: argparse.Namespace) -> int:
             value=args.file,
             reason="deployment options apply to a model's config.json, not to a planning case",
         )
-    case = data.get("input", data) if isinstance(data, dict) else data
     parsed = parse_planning_input(case)
     try:
         plan = plan_input(parsed)
