@@ -254,3 +254,40 @@ def test_mamba_ssm_cache_dtype() -> None:
     derived = derive(example("granite_4_0_h_small.json"), mamba_ssm_cache_dtype="float32")
     spec = mamba_spec(derived)
     assert spec.dtypes == (KVDtype.BFLOAT16, KVDtype.FLOAT32)
+
+
+@given(
+    num_layers=st.integers(min_value=1, max_value=48),
+    kv_heads=st.sampled_from([1, 2, 4, 8, 16]),
+    group=st.sampled_from([1, 2, 4, 8]),
+    head_dim=st.sampled_from([64, 80, 128, 256]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    block_size=st.sampled_from([8, 16, 32]),
+)
+def test_llama_like_pages_follow_vllms_formula(
+    num_layers: int, kv_heads: int, group: int, head_dim: int, tp: int, block_size: int
+) -> None:
+    heads = kv_heads * group
+    if heads % tp or (kv_heads >= tp and kv_heads % tp) or (kv_heads < tp and tp % kv_heads):
+        return
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "hidden_size": heads * head_dim,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    derived = derive(config, tensor_parallel_size=tp, block_size=block_size)
+    specs = derived.kv_cache_specs[0].ordered_values()
+    assert len(specs) == num_layers
+    per_gpu = max(1, kv_heads // tp)
+    for spec in specs:
+        assert isinstance(spec, FullAttentionSpec)
+        # K and V: block_size x heads x (head_dim + head_dim) x 2 bytes.
+        assert spec.page_size_bytes == block_size * per_gpu * 2 * head_dim * 2
+    assert derived.kv_cache_specs[0].names == tuple(
+        f"model.layers.{i}.self_attn.attn" for i in range(num_layers)
+    )

@@ -243,3 +243,17 @@ def test_bytes_are_formatted_in_binary_units() -> None:
     assert format_bytes(512) == "512 B"
     assert format_bytes(2 * 2**20) == "2.00 MiB"
     assert format_bytes(24 * GIB) == "24.00 GiB"
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(min_value=20, max_value=400), st.integers(min_value=1, max_value=64))
+def test_more_memory_never_holds_fewer_tokens(gib_tenths: int, extra_tenths: int) -> None:
+    layout = model_layout(parse_model_config(example("gemma3_12b.json")))
+
+    def tokens(tenths: int) -> int:
+        deployment = deployment_from_options(
+            {"kv_cache_memory": f"{tenths / 10}GiB", "max_model_len": "4096"}
+        )
+        return capacity_report(layout, deployment, with_suggestion=False).kv_cache_capacity_tokens
+
+    assert tokens(gib_tenths + extra_tenths) >= tokens(gib_tenths)
