@@ -122,6 +122,19 @@ def test_backends_set_indexes_kv_by_block_stride() -> None:
     assert first_spec(cutlass).block_size == 128
 
 
+def test_block_sizes_the_kernels_cannot_run_are_refused() -> None:
+    with pytest.raises(InvalidFieldError, match="multiple of 16") as info:
+        derive(example("llama3_8b.json"), block_size=8)
+    assert info.value.field == "--block-size"
+    with pytest.raises(InvalidFieldError, match="multiple of 64"):
+        derive(example("deepseek_v3.json"), block_size=32)
+    assert first_spec(derive(example("deepseek_v3.json"), block_size=128)).block_size == 128
+    triton = derive(
+        example("deepseek_v3.json"), block_size=8, attention_backend=AttentionBackend.TRITON_MLA
+    )
+    assert first_spec(triton).block_size == 8
+
+
 def test_a_backend_of_the_wrong_kind_is_refused() -> None:
     with pytest.raises(InvalidFieldError, match="MLA backend"):
         derive(example("deepseek_v3.json"), attention_backend=AttentionBackend.FLASH_ATTN)
@@ -262,7 +275,7 @@ def test_mamba_ssm_cache_dtype() -> None:
     group=st.sampled_from([1, 2, 4, 8]),
     head_dim=st.sampled_from([64, 80, 128, 256]),
     tp=st.sampled_from([1, 2, 4, 8]),
-    block_size=st.sampled_from([8, 16, 32]),
+    block_size=st.sampled_from([16, 32, 64]),
 )
 def test_llama_like_pages_follow_vllms_formula(
     num_layers: int, kv_heads: int, group: int, head_dim: int, tp: int, block_size: int

@@ -66,8 +66,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
         name="block_size",
         flags=("--block-size",),
         metavar="N",
-        help="tokens per KV cache block; default 16 (64 for FLASHMLA, 128 for CUTLASS_MLA); "
-        "attention + Mamba hybrids raise it until a Mamba state fits one page",
+        help="tokens per KV cache block, a multiple of the backend's kernel block (16; 64 for "
+        "FLASHMLA, 128 for CUTLASS_MLA, any for TRITON_MLA); default 16 (64 for FLASHMLA, 128 "
+        "for CUTLASS_MLA); attention + Mamba hybrids raise it until a Mamba state fits a page",
     ),
     Option(
         name="kv_cache_dtype",

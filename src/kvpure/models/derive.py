@@ -279,6 +279,14 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     max_model_len = _max_model_len(layout, deployment)
     requested_block_size = deployment.block_size or backend.default_block_size
     block_size = requested_block_size
+    alignment = backend.kernel_block_alignment
+    if layout.attention_layers and block_size % alignment:
+        # vLLM's worker finds no kernel block size dividing the manager's and fails.
+        raise InvalidFieldError(
+            field="--block-size",
+            value=block_size,
+            reason=f"{backend.value} kernels need a multiple of {alignment} tokens",
+        )
 
     mamba_layers = layout.mamba_layers
     attention_layers = layout.attention_layers
