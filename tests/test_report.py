@@ -54,8 +54,9 @@ def test_report_numbers_are_the_goldens(
     assert [list(g.layer_names) for g in report.groups] == [
         g["layer_names"] for g in scheduler_groups
     ]
+    worker_groups = output["kv_cache_groups"]
     for group, theirs, max_mem in zip(
-        report.groups, scheduler_groups, facts["group_max_memory_usage_bytes"], strict=True
+        report.groups, worker_groups, facts["group_max_memory_usage_bytes"], strict=True
     ):
         page = theirs["kv_cache_spec"]["_derived"]["page_size_bytes"]
         assert group.page_size_bytes == page
@@ -104,6 +105,19 @@ def test_mamba_hybrid_waste_counts_the_padded_mamba_pages() -> None:
     assert report.waste.padded_pages_bytes == int(fraction * (used - 4 * page))
     assert [g.blocks_per_request for g in report.groups] == [1] * 7 + [125]
     assert report.groups[0].unpadded_page_size_bytes == state
+
+
+def test_a_uniform_type_group_reports_its_summed_page() -> None:
+    data = golden("variable_gqa_uniform_type.json")
+    parsed = parse_planning_input(data["input"])
+    plan = get_kv_cache_configs(parsed.settings, parsed.kv_cache_specs, parsed.available_memory)
+    report = build_capacity_report(plan, parsed.available_memory)
+    (group,) = report.groups
+    assert group.spec_type == "UniformTypeKVCacheSpecs"
+    # KV heads 8,8,4,4,2,2,1,1,8,4,2,1 x 16 tokens x 256 values x 2 bytes = 360 KiB per block.
+    assert group.page_size_bytes == 45 * 8192 == 368640
+    assert group.blocks_per_request == 32768 // 16
+    assert report.block_bytes == 368640
 
 
 def test_padding_layers_are_counted_for_an_uneven_split() -> None:

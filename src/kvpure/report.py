@@ -193,7 +193,7 @@ def build_capacity_report(
     """The report for a plan: its facts as the planner gives them, waste summed here.
 
     Groups list every layer (the scheduler's view, all pipeline stages);
-    memory, blocks and waste are worker 0's (every worker has the same block
+    specs, memory, blocks and waste are worker 0's (every worker has the same block
     count after vLLM's equalisation).
     """
     config = plan.kv_cache_configs[0]
@@ -205,7 +205,7 @@ def build_capacity_report(
     max_layers = max((len(g.layer_names) for g in config.kv_cache_groups), default=0)
     blocks = [
         cdiv(mem, g.kv_cache_spec.page_size_bytes) if g.kv_cache_spec.page_size_bytes else 0
-        for g, mem in zip(groups, facts.group_max_memory_usage_bytes, strict=True)
+        for g, mem in zip(config.kv_cache_groups, facts.group_max_memory_usage_bytes, strict=True)
     ]
     total_blocks = sum(blocks)
     padding_fraction = 0.0
@@ -221,7 +221,9 @@ def build_capacity_report(
             padded = sum(page - real for page, real in layer_pages)
             padding_fraction += share * max(block_bytes - slot_bytes, 0) / block_bytes
             padded_fraction += share * padded / block_bytes
-        spec = group.kv_cache_spec
+        # Worker 0's spec: the scheduler's view replaces a uniform-type group
+        # by its first layer's spec.
+        spec = worker_group.kv_cache_spec
         uniform = isinstance(spec, UniformTypeKVCacheSpecs)
         group_reports.append(
             GroupReport(
