@@ -192,13 +192,13 @@ def build_capacity_report(
 ) -> CapacityReport:
     """The report for a plan: its facts as the planner gives them, waste summed here.
 
-    Groups list every layer (the scheduler's view, all pipeline stages);
-    specs, memory, blocks and waste are worker 0's (every worker has the same block
+    Groups list their layers on every worker (all pipeline stages); specs,
+    memory, blocks and waste are worker 0's (every worker has the same block
     count after vLLM's equalisation).
     """
     config = plan.kv_cache_configs[0]
     facts = plan.workers[0]
-    groups = plan.scheduler_kv_cache_config.kv_cache_groups
+    groups = plan.kv_cache_groups
     num_blocks = config.num_blocks
     used = used_bytes(config)
     block_bytes = used // num_blocks if num_blocks else 0
@@ -221,8 +221,7 @@ def build_capacity_report(
             padded = sum(page - real for page, real in layer_pages)
             padding_fraction += share * max(block_bytes - slot_bytes, 0) / block_bytes
             padded_fraction += share * padded / block_bytes
-        # Worker 0's spec: the scheduler's view replaces a uniform-type group
-        # by its first layer's spec.
+        # Worker 0's spec (a uniform-type group holds only worker 0's layers there).
         spec = worker_group.kv_cache_spec
         uniform = isinstance(spec, UniformTypeKVCacheSpecs)
         group_reports.append(

@@ -135,7 +135,7 @@ def render_report(report: CapacityReport) -> str:
         ]
     )
     lines.append("")
-    lines.append("KV cache groups (worker 0)")
+    lines.append("KV cache groups (layers of every worker; pages and blocks per worker)")
     header = ("#", "kind", "layers", "names", "block", "page", "blocks/req", "share")
     lines.extend(_table(header, [_group_row(g) for g in report.groups]))
     waste = report.waste
