@@ -323,3 +323,16 @@ def test_linear_rope_scaling_multiplies_the_length(length: int, factor: float) -
 def test_the_smallest_length_key_wins() -> None:
     data = load("llama3_8b.json") | {"max_position_embeddings": 8192, "seq_length": 4096}
     assert parse_model_config(data).derived_max_model_len() == 4096
+
+
+def test_longrope_defaults_to_the_original_length() -> None:
+    # Phi-3-mini-128k style: LongRoPE; vLLM defaults to original_max_position_embeddings.
+    data = load("llama3_8b.json") | {
+        "architectures": ["Phi3ForCausalLM"],
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+    }
+    layout = model_layout(parse_model_config(data))
+    assert layout.derived_max_model_len == 131072
+    assert layout.default_max_model_len == 4096

@@ -304,3 +304,14 @@ def test_llama_like_pages_follow_vllms_formula(
     assert derived.kv_cache_specs[0].names == tuple(
         f"model.layers.{i}.self_attn.attn" for i in range(num_layers)
     )
+
+
+def test_longrope_default_length_and_the_longer_limit() -> None:
+    data = example("llama3_8b.json") | {
+        "architectures": ["Phi3ForCausalLM"],
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]},
+    }
+    assert derive(data).settings.max_model_len == 4096
+    assert derive(data, max_model_len=131072).settings.max_model_len == 131072

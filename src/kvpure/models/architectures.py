@@ -3,7 +3,7 @@
 Each function reads the fields that family's vLLM model code reads and
 decides each layer's attention kind by the same rule:
 
-- Llama / Mistral / Mixtral: ``layer_types`` when present, else every layer
+- Llama / Mistral / Mixtral / Phi-3 / Gemma: ``layer_types`` when present, else every layer
   slides when ``sliding_window`` is set (Mistral-7B-v0.1: 4096).
 - Qwen2 / Qwen3 (and their MoE variants): sliding only with
   ``use_sliding_window``: by ``layer_types``, else layers from
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Final
 
 from kvpure.errors import InvalidFieldError, UnknownArchitectureError
-from kvpure.models.config import HFConfig
+from kvpure.models.config import HFConfig, default_max_model_len
 from kvpure.models.layout import AttentionKind, AttentionLayer, Mamba2Layer, ModelLayout
 
 __all__ = ["SUPPORTED_ARCHITECTURES", "model_layout"]
@@ -125,6 +125,7 @@ def _attention_model(
         layers=tuple(layers),
         config_dtype=_dtype(top, cfg),
         derived_max_model_len=cfg.derived_max_model_len(),
+        default_max_model_len=default_max_model_len(cfg),
     )
 
 
@@ -238,6 +239,7 @@ def _llama4_text(top: HFConfig, cfg: HFConfig, prefix: str) -> ModelLayout:
         layers=tuple(layers),
         config_dtype=_dtype(top, cfg),
         derived_max_model_len=cfg.derived_max_model_len(),
+        default_max_model_len=default_max_model_len(cfg),
     )
 
 
@@ -271,6 +273,7 @@ def _deepseek(top: HFConfig) -> ModelLayout:
         layers=layers,
         config_dtype=_dtype(top, top),
         derived_max_model_len=top.derived_max_model_len(),
+        default_max_model_len=default_max_model_len(top),
     )
 
 
@@ -326,6 +329,7 @@ def _granite_hybrid(top: HFConfig) -> ModelLayout:
         layers=tuple(layers),
         config_dtype=_dtype(top, top),
         derived_max_model_len=top.derived_max_model_len(),
+        default_max_model_len=default_max_model_len(top),
         mamba_chunk_size=top.int_("mamba_chunk_size", 256, minimum=1),
     )
 
@@ -334,6 +338,8 @@ _FAMILIES: Final[dict[str, Callable[[HFConfig], ModelLayout]]] = {
     "LlamaForCausalLM": _llama,
     "MistralForCausalLM": _llama,
     "MixtralForCausalLM": _llama,
+    "Phi3ForCausalLM": _llama,
+    "GemmaForCausalLM": _llama,
     "Qwen2ForCausalLM": _qwen,
     "Qwen2MoeForCausalLM": _qwen,
     "Qwen3ForCausalLM": _qwen,

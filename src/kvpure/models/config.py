@@ -22,7 +22,7 @@ from pyrsistent import PMap, PVector, freeze, pmap
 
 from kvpure.errors import InvalidFieldError, MissingConfigFieldError
 
-__all__ = ["HFConfig", "parse_model_config"]
+__all__ = ["HFConfig", "default_max_model_len", "parse_model_config"]
 
 _MISSING: Final = object()
 
@@ -214,6 +214,26 @@ class HFConfig:
                     derived = scaling.float_("original_max_position_embeddings")
                 derived *= scaling.float_("factor", 1.0)
         return int(derived)
+
+
+def _rope_type(config: HFConfig) -> str | None:
+    field = "rope_scaling" if config.has("rope_scaling") else "rope_parameters"
+    if not config.has(field):
+        return None
+    scaling = config.sub(field)
+    return scaling.str_("rope_type", scaling.str_("type", "default"))
+
+
+def default_max_model_len(config: HFConfig) -> int:
+    """The max_model_len vLLM uses when none is given.
+
+    The derived length, except for LongRoPE models, which default to their
+    ``original_max_position_embeddings`` (vLLM: longer contexts slow short ones).
+    """
+    derived = config.derived_max_model_len()
+    if _rope_type(config) == "longrope" and config.has("original_max_position_embeddings"):
+        return config.int_("original_max_position_embeddings", minimum=1)
+    return derived
 
 
 def parse_model_config(data: object) -> HFConfig:

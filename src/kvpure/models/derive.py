@@ -245,7 +245,7 @@ def _attention_spec(
 def _max_model_len(layout: ModelLayout, deployment: Deployment) -> int:
     derived = layout.derived_max_model_len
     if deployment.max_model_len is None:
-        return derived
+        return layout.default_max_model_len or derived
     if deployment.max_model_len > derived:
         raise InvalidFieldError(
             field="--max-model-len",

@@ -98,9 +98,11 @@ class ModelLayout:
     ``num_hidden_layers`` counts every decoder layer (pipeline parallelism
     splits these, stateful or not); ``config_dtype`` is the config's
     ``torch_dtype``; ``derived_max_model_len`` is the longest context the
-    config allows; ``num_attention_heads`` is the query head count vLLM checks
-    against the tensor-parallel size; ``mamba_chunk_size`` is the Mamba2 SSD
-    chunk (used to align blocks in mamba cache mode ``all``).
+    config allows and ``default_max_model_len`` what vLLM uses when no
+    max_model_len is given (None: the derived one); ``num_attention_heads``
+    is the query head count vLLM checks against the tensor-parallel size;
+    ``mamba_chunk_size`` is the Mamba2 SSD chunk (used to align blocks in
+    mamba cache mode ``all``).
     """
 
     architecture: str
@@ -110,6 +112,7 @@ class ModelLayout:
     layers: tuple[AttentionLayer | Mamba2Layer, ...]
     config_dtype: str
     derived_max_model_len: int
+    default_max_model_len: int | None = None
     mamba_chunk_size: int | None = None
 
     def __post_init__(self) -> None:
