@@ -181,3 +181,14 @@ def test_demo_explains_the_bundled_llama(capsys: pytest.CaptureFixture[str]) -> 
     assert "196,608 tokens" in out
     assert "--sweep max_model_len=" in out
     assert "96.00x" in out
+
+
+def test_hybrid_report_explains_the_raised_block_size(capsys: pytest.CaptureFixture[str]) -> None:
+    granite = str(ROOT / "examples" / "granite_4_0_h_small.json")
+    assert main(["plan", granite, "--kv-cache-memory", "24GiB", "--max-model-len", "64K"]) == 0
+    out = capsys.readouterr().out
+    # Granite-4.0-H-Small: conv (8192 + 2*128, 3) + SSM (128, 64, 128) in bf16 = 2147840 B;
+    # one attention token 8 x 256 x 2 = 4096 B -> 16 * cdiv(2147840, 65536) = 528 tokens.
+    assert "raised from 16 to 528 tokens" in out
+    assert "mamba" in out
+    assert "(data 2.05 MiB)" in out

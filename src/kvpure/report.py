@@ -56,6 +56,7 @@ class ModelSummary:
     requested_max_model_len: int
     derived_max_model_len: int
     requested_block_size: int
+    block_size: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

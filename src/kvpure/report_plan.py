@@ -59,6 +59,7 @@ def _summary(derived: DerivedSpecs) -> ModelSummary:
         requested_max_model_len=derived.settings.max_model_len,
         derived_max_model_len=layout.derived_max_model_len,
         requested_block_size=derived.requested_block_size,
+        block_size=derived.settings.block_size,
     )
 
 

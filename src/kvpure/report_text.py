@@ -120,8 +120,11 @@ def render_report(report: CapacityReport) -> str:
     elif report.auto_fitted:
         length += " (auto-fitted)"
     block_note = ""
-    if model is not None and model.requested_block_size != report.scheduler_block_size:
-        block_note = f" (raised from {model.requested_block_size} to fit Mamba state)"
+    if model is not None and model.requested_block_size != model.block_size:
+        block_note = (
+            f"; attention blocks raised from {model.requested_block_size} to "
+            f"{model.block_size} tokens so one page holds a Mamba state"
+        )
     lines.extend(
         [
             f"  blocks            {report.num_blocks:,} ({report.usable_blocks:,} usable; "
@@ -174,6 +177,7 @@ def report_to_json(report: CapacityReport) -> dict[str, object]:
             "requested_max_model_len": model.requested_max_model_len,
             "derived_max_model_len": model.derived_max_model_len,
             "requested_block_size": model.requested_block_size,
+            "block_size": model.block_size,
         },
         "num_workers": report.num_workers,
         "available_memory": list(report.available_memory),
