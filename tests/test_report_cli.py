@@ -191,4 +191,4 @@ def test_hybrid_report_explains_the_raised_block_size(capsys: pytest.CaptureFixt
     # one attention token 8 x 256 x 2 = 4096 B -> 16 * cdiv(2147840, 65536) = 528 tokens.
     assert "raised from 16 to 528 tokens" in out
     assert "mamba" in out
-    assert "(data 2.05 MiB)" in out
+    assert "2,162,688 (data 2,147,840)" in out

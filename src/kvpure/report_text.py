@@ -65,9 +65,9 @@ def _group_row(group: GroupReport) -> tuple[str, ...]:
     kind = group.kind
     if group.window_tokens is not None:
         kind = f"{kind} ({group.window_tokens})"
-    page = format_bytes(group.page_size_bytes)
+    page = f"{group.page_size_bytes:,}"
     if group.unpadded_page_size_bytes != group.page_size_bytes:
-        page = f"{page} (data {format_bytes(group.unpadded_page_size_bytes)})"
+        page = f"{page} (data {group.unpadded_page_size_bytes:,})"
     return (
         str(group.index),
         kind,
@@ -139,7 +139,7 @@ def render_report(report: CapacityReport) -> str:
     )
     lines.append("")
     lines.append("KV cache groups (layers of every worker; pages and blocks per worker)")
-    header = ("#", "kind", "layers", "names", "block", "page", "blocks/req", "share")
+    header = ("#", "kind", "layers", "names", "block", "page bytes", "blocks/req", "share")
     lines.extend(_table(header, [_group_row(g) for g in report.groups]))
     waste = report.waste
     lines.append("")
@@ -151,7 +151,9 @@ def render_report(report: CapacityReport) -> str:
         ("unallocated", waste.unallocated_bytes),
         ("total", waste.total_bytes),
     ):
-        lines.append(f"  {label:<16}  {format_bytes(value):>11}  {waste.percent(value):6.2f}%")
+        lines.append(
+            f"  {label:<16}{value:>18,} B  {format_bytes(value):>11}  {waste.percent(value):6.2f}%"
+        )
     if report.suggestion:
         lines.append("")
         lines.append(f"To fit more: {report.suggestion}")
