@@ -100,10 +100,9 @@ class WindowSizeMismatchError(KVPureValueError):
     """Layers of one group declare different windows or chunk sizes (vLLM: ValueError)."""
 
     def __init__(self, *, field: str, sizes: tuple[int, ...]) -> None:
+        # vLLM's exact text; the differing sizes are in ``field`` and ``sizes``.
         super().__init__(
-            "All attention layers in the same KV cache group must have the same "
-            f"window size. Got {field} values {list(sizes)} (tokens); give every layer "
-            "of the group the same value or keep the hybrid KV cache manager on."
+            "All attention layers in the same KV cache group must have the same window size."
         )
         self.field = field
         self.sizes = sizes
@@ -155,10 +154,10 @@ class HybridUnificationError(KVPureValueError):
     """With the hybrid manager disabled, the specs could not be made one type (vLLM: ValueError)."""
 
     def __init__(self, *, spec_types: tuple[str, ...]) -> None:
+        # vLLM's exact text; the spec types involved are in ``spec_types``.
         super().__init__(
             "Hybrid KV cache manager is disabled but failed to convert the KV cache "
-            f"specs to one unified type. (spec types: {', '.join(spec_types)}; enable the "
-            "hybrid KV cache manager for this model)"
+            "specs to one unified type."
         )
         self.spec_types = spec_types
 

@@ -351,7 +351,13 @@ class SlidingWindowSpec(AttentionSpec):
 
     @property
     def real_page_size_bytes(self) -> int:
-        last_dim = full_attention_last_dim(self)
+        # As vLLM: NVFP4 is packed like full attention, but INT4 is not halved here.
+        head_size_v = self.head_size_v if self.head_size_v is not None else self.head_size
+        if self.kv_quant_mode.is_nvfp4:
+            last_dim = nvfp4_kv_cache_full_dim(self.head_size)
+            last_dim += nvfp4_kv_cache_full_dim(head_size_v)
+        else:
+            last_dim = self.head_size + head_size_v
         return self.block_size * self.num_kv_heads * last_dim * self.dtype.itemsize
 
     def max_admission_blocks_per_request(

@@ -45,6 +45,13 @@ def _apply_alignment_padding(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> N
 def _check_mla_fields(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
     check_optional_positive("alignment", spec.alignment)
     check_positive("compress_ratio", spec.compress_ratio)
+    if spec.compress_ratio > spec.block_size:
+        raise InvalidFieldError(
+            field="compress_ratio",
+            value=spec.compress_ratio,
+            reason=f"must not exceed block_size ({spec.block_size} tokens): a block would "
+            "store zero tokens",
+        )
 
 
 def _single(specs: Sequence[KVCacheSpec], name: str) -> None:

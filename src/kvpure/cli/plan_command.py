@@ -1,27 +1,44 @@
-"""``kvpure plan FILE``: a model's config.json with deployment options, or a vLLM planning case.
+"""``kvpure plan FILE [options] [--json]``: a model's config.json, or a vLLM planning case.
 
-Which one FILE is, is decided by its content: a Hugging Face config.json
-(``architectures`` / ``model_type``) gets the explained capacity report
-(``kvpure.report_plan``); a planning case (``vllm_config``,
-``available_memory``, ``kv_cache_specs``, optionally under ``input`` as in
-the goldens) is planned as given. ``--json`` prints the same facts as data;
-for a planning case it prints ``{"output", "final_max_model_len",
-"derived"}`` as in the goldens, or ``{"error": ...}`` with exit code 2.
+Which one FILE is, is decided by its content.
+
+A Hugging Face config.json (``architectures`` / ``model_type``) is read with
+the deployment options (``--kv-cache-memory``, ``--max-model-len``, ...) and
+gets the explained capacity report of ``kvpure.report_plan`` (``--json``:
+the same facts as data; ``--sweep NAME=V1,V2``: one row per value).
+
+A planning case is a golden planning case (its ``input`` is read) or a bare
+input object (``vllm_config``, ``available_memory``, ``kv_cache_specs``).
+With ``--json`` it prints ``{"output", "final_max_model_len", "derived"}`` as
+the goldens hold them, or ``{"error": {...}}`` and exit code 2 when vLLM
+would fail. Without ``--json`` it prints a short per-worker summary, then
+the explained report.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from kvpure.errors import InvalidFieldError, KVPureError
-from kvpure.interop.planning import parse_planning_input, plan_input, render_error, render_plan
+from kvpure.interop.planning import (
+    PlanningInput,
+    parse_planning_input,
+    plan_input,
+    render_error,
+    render_plan,
+)
 from kvpure.models.cli_options import add_deployment_options, given_options
+from kvpure.planning import KVCachePlan
 from kvpure.report import build_capacity_report
 from kvpure.report_plan import config_report_output, looks_like_model_config
 from kvpure.report_text import render_report
+from kvpure.specs import UniformTypeKVCacheSpecs
+
+EXIT_PLANNING_ERROR = 2
 
 _EPILOG = """\
 examples:
@@ -49,12 +66,14 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "file", metavar="FILE", help="a model's config.json, or a vLLM planning case (JSON)"
+        "case",
+        metavar="FILE",
+        help="a model's config.json, or a vLLM planning case (CASE.json) or its input object",
     )
     parser.add_argument(
         "--json",
         action="store_true",
-        help="print the facts as JSON (for a planning case: the goldens' output shape)",
+        help="print the facts as JSON (for a planning case: the goldens' JSON shape)",
     )
     add_deployment_options(parser)
     parser.set_defaults(run=run)
@@ -63,23 +82,81 @@ def register(sub: Any) -> None:
 def _read_json(path: str) -> object:
     text = Path(path).read_text(encoding="utf-8")
     try:
-        return json.loads(text)
+        data: object = json.loads(text)
     except json.JSONDecodeError as err:
         raise json.JSONDecodeError(f"{path}: {err.msg}", err.doc, err.pos) from None
+    return data
 
 
-def run(args: argparse.Namespace) -> int:
-    data = _read_json(args.file)
-    if looks_like_model_config(data):
-        text, code = config_report_output(
-            data, given_options(args), sweep_text=args.sweep, as_json=args.json
+def _case_input(data: object) -> object:
+    if isinstance(data, dict) and "input" in data:
+        return data["input"]
+    return data
+
+
+def load_case_input(path: str) -> object:
+    """The planning input in a case file: its ``input`` member, or the whole object."""
+    return _case_input(_read_json(path))
+
+
+def read_planning_case(path: str) -> PlanningInput:
+    """Parse a case file into kvpure values (InvalidFieldError names a bad field)."""
+    return parse_planning_input(load_case_input(path))
+
+
+def format_report(plan: KVCachePlan) -> str:
+    """A short readable report: blocks, groups, tensors, capacity."""
+    lines = [
+        f"num_blocks: {plan.num_blocks} (per worker, {len(plan.kv_cache_configs)} worker(s))",
+        f"max_model_len: {plan.final_max_model_len}",
+    ]
+    if plan.auto_fit is not None and plan.auto_fit.reduced:
+        lines.append(
+            f"auto-fit: reduced from {plan.auto_fit.original_max_model_len} "
+            f"to {plan.auto_fit.fitted_max_model_len}"
         )
-        print(text)
-        return code
-    case = data.get("input", data) if isinstance(data, dict) else data
+    for fact in plan.padding:
+        lines.append(f"note: {fact.message}")
+    for w, (config, facts) in enumerate(zip(plan.kv_cache_configs, plan.workers, strict=True)):
+        lines.append(f"worker {w}:")
+        for g, group in enumerate(config.kv_cache_groups):
+            spec = group.kv_cache_spec
+            kind = type(spec).__name__
+            if isinstance(spec, UniformTypeKVCacheSpecs):
+                inner = sorted({type(s).__name__ for s in spec.kv_cache_specs.ordered_values()})
+                kind = f"{kind}[{', '.join(inner)}]"
+            eagle = ", eagle" if group.is_eagle_group else ""
+            lines.append(
+                f"  group {g}: {len(group.layer_names)} layers, {kind}, block_size "
+                f"{spec.block_size} tokens, page {spec.page_size_bytes} bytes{eagle}"
+            )
+        total = sum(t.size for t in config.kv_cache_tensors)
+        lines.append(f"  tensors: {len(config.kv_cache_tensors)}, {total} bytes in all")
+        if facts.kv_cache_capacity_tokens is not None and facts.max_concurrency is not None:
+            lines.append(
+                f"  capacity: {facts.kv_cache_capacity_tokens:,} tokens; max concurrency "
+                f"{facts.max_concurrency:.2f}x at {plan.final_max_model_len:,} tokens per request"
+            )
+        lines.append(
+            f"  block sizes: scheduler {facts.scheduler_block_size}, hash {facts.hash_block_size}"
+        )
+    return "\n".join(lines)
+
+
+def _run_config(args: argparse.Namespace, config: object) -> int:
+    text, code = config_report_output(
+        config, given_options(args), sweep_text=args.sweep, as_json=args.json
+    )
+    print(text)
+    return code
+
+
+def _check_is_case(args: argparse.Namespace, data: object) -> object:
+    """The planning input of ``data``, refusing files that are neither kind and stray options."""
+    case = _case_input(data)
     if not isinstance(case, dict) or "kv_cache_specs" not in case:
         raise InvalidFieldError(
-            field=args.file,
+            field=args.case,
             value=sorted(data)[:6] if isinstance(data, dict) else type(data).__name__,
             reason="is neither a model's config.json (it has no 'architectures') nor a vLLM "
             "planning case (it has no 'kv_cache_specs')",
@@ -90,19 +167,29 @@ def run(args: argparse.Namespace) -> int:
     if given:
         raise InvalidFieldError(
             field=given[0],
-            value=args.file,
+            value=args.case,
             reason="deployment options apply to a model's config.json, not to a planning case",
         )
-    parsed = parse_planning_input(case)
+    return case
+
+
+def run(args: argparse.Namespace) -> int:
+    data = _read_json(args.case)
+    if looks_like_model_config(data):
+        return _run_config(args, data)
+    parsed = parse_planning_input(_check_is_case(args, data))
     try:
         plan = plan_input(parsed)
     except KVPureError as err:
         if args.json:
-            print(json.dumps(render_error(err), indent=2))
-            return 2
-        raise
+            print(json.dumps(render_error(err), indent=1))
+        else:
+            print(f"kvpure: planning failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_PLANNING_ERROR
     if args.json:
-        print(json.dumps(render_plan(plan), indent=2))
+        print(json.dumps(render_plan(plan), indent=1))
     else:
+        print(format_report(plan))
+        print()
         print(render_report(build_capacity_report(plan, parsed.available_memory)))
     return 0
