@@ -192,3 +192,15 @@ def test_hybrid_report_explains_the_raised_block_size(capsys: pytest.CaptureFixt
     assert "raised from 16 to 528 tokens" in out
     assert "mamba" in out
     assert "2,162,688 (data 2,147,840)" in out
+
+
+def test_a_model_folder_is_read_through_its_config_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(Path(LLAMA).read_text())
+    assert main(["plan", str(tmp_path), "--kv-cache-memory", "16GiB"]) == 0
+    assert "131,072 tokens" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["plan", str(empty), "--kv-cache-memory", "16GiB"]) == 2
+    assert "config.json" in capsys.readouterr().err

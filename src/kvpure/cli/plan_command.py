@@ -68,7 +68,8 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "case",
         metavar="FILE",
-        help="a model's config.json, or a vLLM planning case (CASE.json) or its input object",
+        help="a model's config.json (or its model folder), or a vLLM planning case (CASE.json) "
+        "or its input object",
     )
     parser.add_argument(
         "--json",
@@ -80,7 +81,10 @@ def register(sub: Any) -> None:
 
 
 def _read_json(path: str) -> object:
-    text = Path(path).read_text(encoding="utf-8")
+    file = Path(path)
+    if file.is_dir():  # a downloaded model folder: its config.json
+        file = file / "config.json"
+    text = file.read_text(encoding="utf-8")
     try:
         data: object = json.loads(text)
     except json.JSONDecodeError as err:
