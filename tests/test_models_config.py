@@ -336,3 +336,17 @@ def test_longrope_defaults_to_the_original_length() -> None:
     layout = model_layout(parse_model_config(data))
     assert layout.derived_max_model_len == 131072
     assert layout.default_max_model_len == 4096
+
+
+def test_model_config_errors_pickle_with_their_attributes() -> None:
+    from kvpure.errors import MissingOptionError
+
+    for err in (
+        MissingConfigFieldError(field="text_config.head_dim", architecture="Gemma3ForCausalLM"),
+        MissingOptionError(option="--kv-cache-memory", reason="for a config.json"),
+    ):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err)
+        assert str(back) == str(err)
+        assert back.__dict__ == err.__dict__
+        assert isinstance(back, ModelConfigError)
