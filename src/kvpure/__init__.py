@@ -45,6 +45,13 @@ from kvpure.errors import (
     WindowSizeMismatchError,
     WorkerSpecMismatchError,
 )
+from kvpure.grouping import (
+    KVCacheGrouping,
+    PaddingFact,
+    get_kv_cache_groups,
+    unify_hybrid_kv_cache_specs,
+    unify_kv_cache_spec_page_size,
+)
 from kvpure.layers import LayerMap
 from kvpure.plan import (
     KVCacheConfig,
@@ -52,7 +59,24 @@ from kvpure.plan import (
     KVCacheTensor,
     PlannerSettings,
 )
-from kvpure.planning import KVCachePlan, get_kv_cache_configs
+from kvpure.planning import (
+    AutoFitFact,
+    KVCachePlan,
+    NumBlocksOverrideFact,
+    WorkerPlanFacts,
+    generate_scheduler_kv_cache_config,
+    get_kv_cache_configs,
+)
+from kvpure.planning_log import LogLine, vllm_log_lines
+from kvpure.planning_memory import (
+    check_enough_kv_cache_memory,
+    estimate_max_model_len,
+    get_kv_cache_capacity,
+    get_max_concurrency_for_kv_cache_config,
+    max_memory_usage_bytes_from_groups,
+    resolve_kv_cache_block_sizes,
+)
+from kvpure.planning_tensors import get_kv_cache_config_from_groups
 from kvpure.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -64,6 +88,7 @@ from kvpure.specs import (
     KVCacheSpecKind,
     KVDtype,
     KVQuantMode,
+    MambaAttentionBackendEnum,
     MambaSpec,
     MLAAttentionSpec,
     RSWASpec,
@@ -79,6 +104,25 @@ from kvpure.specs import (
 
 __all__ += [
     "AttentionSpec",
+    "AutoFitFact",
+    "KVCacheGrouping",
+    "LogLine",
+    "MambaAttentionBackendEnum",
+    "NumBlocksOverrideFact",
+    "PaddingFact",
+    "WorkerPlanFacts",
+    "check_enough_kv_cache_memory",
+    "estimate_max_model_len",
+    "generate_scheduler_kv_cache_config",
+    "get_kv_cache_capacity",
+    "get_kv_cache_config_from_groups",
+    "get_kv_cache_groups",
+    "get_max_concurrency_for_kv_cache_config",
+    "max_memory_usage_bytes_from_groups",
+    "resolve_kv_cache_block_sizes",
+    "unify_hybrid_kv_cache_specs",
+    "unify_kv_cache_spec_page_size",
+    "vllm_log_lines",
     "AutoFitError",
     "ChunkedLocalAttentionSpec",
     "ContextParallelUnsupportedError",

@@ -109,13 +109,17 @@ class WindowSizeMismatchError(KVPureValueError):
 
 
 class UnregisteredSpecError(KVPureValueError):
-    """A layer's spec type has no KV cache manager (vLLM: ValueError from the registry)."""
+    """A layer's spec type has no KV cache manager (vLLM: ValueError from the registry).
+
+    Encoder-only layers land here: vLLM's runner adds them after planning.
+    """
 
     def __init__(self, *, layer_name: str, spec_type: str) -> None:
+        # vLLM's text, which prints the class as vLLM's module holds it.
         super().__init__(
-            f"Unsupported KV cache spec type for layer {layer_name}: {spec_type}. "
-            "Only registered spec types can be planned (encoder-only layers are "
-            "added by the model runner after planning)."
+            f"Unsupported KV cache spec type for layer {layer_name}: "
+            f"<class 'vllm.v1.kv_cache_interface.{spec_type}'>. Please register it using "
+            "@register_kv_cache_spec decorator."
         )
         self.layer_name = layer_name
         self.spec_type = spec_type

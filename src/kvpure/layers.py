@@ -9,14 +9,14 @@ ignore order, as for the dicts vLLM compares.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from pyrsistent import PMap, pmap
 
 from kvpure.errors import InvalidFieldError
 
-V = TypeVar("V")
+V = TypeVar("V", covariant=True)
 W = TypeVar("W")
 
 
@@ -26,6 +26,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
 
     names: tuple[str, ...]
     by_name: PMap[str, V]
+    _values: tuple[V, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.by_name):
@@ -34,30 +35,32 @@ class LayerMap(Mapping[str, V], Generic[V]):
                 value=self.names,
                 reason="layer names must be unique and match the lookup map",
             )
+        lookup = self.by_name
+        object.__setattr__(self, "_values", tuple(lookup[n] for n in self.names))
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, V]]) -> LayerMap[V]:
+    def from_pairs(cls, pairs: Iterable[tuple[str, W]]) -> LayerMap[W]:
         """Build from ``(name, value)`` pairs in order; a repeated name is an error."""
         names: list[str] = []
-        lookup: dict[str, V] = {}
+        lookup: dict[str, W] = {}
         for name, value in pairs:
             if name in lookup:
                 raise InvalidFieldError(field=name, value=name, reason="layer name repeated")
             names.append(name)
             lookup[name] = value
-        return cls(names=tuple(names), by_name=pmap(lookup))
+        return LayerMap(names=tuple(names), by_name=pmap(lookup))
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping[str, V]) -> LayerMap[V]:
+    def from_mapping(cls, mapping: Mapping[str, W]) -> LayerMap[W]:
         """Build from any mapping, keeping its iteration order."""
         if isinstance(mapping, LayerMap):
             return mapping
-        return cls(names=tuple(mapping), by_name=pmap(dict(mapping)))
+        return LayerMap(names=tuple(mapping), by_name=pmap(dict(mapping)))
 
     @classmethod
-    def empty(cls) -> LayerMap[V]:
+    def empty(cls) -> LayerMap[W]:
         """The map with no layers."""
-        return cls(names=(), by_name=pmap())
+        return LayerMap(names=(), by_name=pmap())
 
     def __getitem__(self, name: str) -> V:
         return self.by_name[name]
@@ -87,20 +90,18 @@ class LayerMap(Mapping[str, V], Generic[V]):
 
     def ordered_values(self) -> tuple[V, ...]:
         """The values in layer order."""
-        lookup = self.by_name
-        return tuple(lookup[n] for n in self.names)
+        return self._values
 
     def ordered_items(self) -> tuple[tuple[str, V], ...]:
         """``(name, value)`` pairs in layer order."""
-        lookup = self.by_name
-        return tuple((n, lookup[n]) for n in self.names)
+        return tuple(zip(self.names, self._values, strict=True))
 
     def subset(self, names: Iterable[str]) -> LayerMap[V]:
         """The map restricted to ``names``, in the order given."""
         lookup = self.by_name
         return LayerMap.from_pairs((n, lookup[n]) for n in names)
 
-    def replace_values(self, updates: Mapping[str, V]) -> LayerMap[V]:
+    def replace_values(self, updates: Mapping[str, W]) -> LayerMap[V | W]:
         """A new map with some values replaced (names and order unchanged)."""
         if not updates:
             return self

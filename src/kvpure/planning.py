@@ -11,7 +11,7 @@ max_model_len, and the facts vLLM only logs.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kvpure.errors import (
@@ -198,6 +198,8 @@ def _auto_fit(
 
 def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
     old = config.num_blocks
+    if old == num_blocks and all(old != 0 and t.size % old == 0 for t in config.kv_cache_tensors):
+        return config
     tensors: list[KVCacheTensor] = []
     for tensor in config.kv_cache_tensors:
         if old == 0 or tensor.size % old != 0:
@@ -244,14 +246,15 @@ def _check_worker_memory(
 
 def get_kv_cache_configs(
     settings: PlannerSettings,
-    specs_per_worker: Sequence[LayerMap[KVCacheSpec]],
+    specs_per_worker: Sequence[Mapping[str, KVCacheSpec]],
     available_memory_per_worker: Sequence[int],
 ) -> KVCachePlan:
     """Plan every worker's KV cache exactly as vLLM 0.26.0 would.
 
     ``specs_per_worker[w]`` maps worker ``w``'s layer names (in model order)
     to their specs; ``available_memory_per_worker[w]`` is its free memory in
-    bytes. Nothing is mutated: the fitted max_model_len is in the result.
+    bytes (a LayerMap, or any mapping in layer order). Nothing is mutated:
+    the fitted max_model_len is in the result.
     """
     if not specs_per_worker:
         raise InvalidFieldError(
@@ -263,12 +266,11 @@ def get_kv_cache_configs(
             value=list(available_memory_per_worker),
             reason=f"must give one figure per worker ({len(specs_per_worker)} workers have specs)",
         )
-    merged = merge_worker_specs(specs_per_worker)
+    workers = tuple(LayerMap.from_mapping(w) for w in specs_per_worker)
+    merged = merge_worker_specs(workers)
     check_kv_cache_spec_registry(merged)
     grouping: KVCacheGrouping = get_kv_cache_groups(settings, merged)
-    projected = [
-        project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in specs_per_worker
-    ]
+    projected = [project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in workers]
     available = list(available_memory_per_worker)
     overrides: list[NumBlocksOverrideFact] = []
     override = settings.num_gpu_blocks_override
@@ -294,16 +296,20 @@ def get_kv_cache_configs(
         if groups:
             _check_worker_memory(settings, groups, mem)
     configs: list[KVCacheConfig] = []
-    for groups, worker_specs, mem in zip(projected, specs_per_worker, available, strict=True):
+    for groups, worker_specs, mem in zip(projected, workers, available, strict=True):
         if sum(len(g.layer_names) for g in groups) != len(worker_specs):
+            grouped = {n for g in groups for n in g.layer_names}
+            missing = [n for n in worker_specs.names if n not in grouped]
             raise PlanningAssertionError(
-                check="layers_assigned", detail="Some layers are not assigned to any group."
+                check="layers_assigned",
+                detail="Some layers are not assigned to any group: "
+                f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}",
             )
         configs.append(get_kv_cache_config_from_groups(settings, groups, mem))
     min_blocks = min(c.num_blocks for c in configs)
     before = [c.num_blocks for c in configs]
     configs = [_shrink(c, min_blocks) for c in configs]
-    workers = tuple(_worker_facts(settings, c, nb) for c, nb in zip(configs, before, strict=True))
+    facts = tuple(_worker_facts(settings, c, nb) for c, nb in zip(configs, before, strict=True))
     return KVCachePlan(
         kv_cache_configs=tuple(configs),
         final_max_model_len=settings.max_model_len,
@@ -313,5 +319,5 @@ def get_kv_cache_configs(
         hybrid_specs_converted=grouping.hybrid_specs_converted,
         num_blocks_overrides=tuple(overrides),
         auto_fit=auto_fit,
-        workers=workers,
+        workers=facts,
     )

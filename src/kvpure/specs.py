@@ -1,7 +1,8 @@
 """KV cache specs: what one layer's cache looks like, and how big it gets.
 
 This module gathers the spec family (the classes live in ``specs_base``,
-``specs_attention``, ``specs_mla``, ``specs_mamba`` and ``specs_uniform``):
+``specs_attention``, ``specs_full_family``, ``specs_mla``, ``specs_mamba`` and
+``specs_uniform``):
 
 - :class:`KVDtype` (torch-free dtypes with ``itemsize``), :class:`KVQuantMode`,
   :func:`get_kv_quant_mode`;
@@ -28,10 +29,7 @@ from kvpure.specs_attention import (
     CrossAttentionSpec,
     EncoderOnlyAttentionSpec,
     FullAttentionSpec,
-    RSWASpec,
-    SinkFullAttentionSpec,
     SlidingWindowSpec,
-    TQFullAttentionSpec,
 )
 from kvpure.specs_base import (
     KVCacheSpec,
@@ -42,6 +40,7 @@ from kvpure.specs_base import (
     nvfp4_kv_cache_full_dim,
     round_up,
 )
+from kvpure.specs_full_family import RSWASpec, SinkFullAttentionSpec, TQFullAttentionSpec
 from kvpure.specs_mamba import MambaAttentionBackendEnum, MambaSpec
 from kvpure.specs_mla import HiddenStateCacheSpec, MLAAttentionSpec, SlidingWindowMLASpec
 from kvpure.specs_uniform import (

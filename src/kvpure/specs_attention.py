@@ -9,8 +9,8 @@ group), kvpure raises :class:`WindowSizeMismatchError`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import ClassVar, cast
+from dataclasses import dataclass
+from typing import ClassVar
 
 from kvpure.errors import (
     ContextParallelUnsupportedError,
@@ -25,7 +25,6 @@ from kvpure.specs_base import (
     KVQuantMode,
     cdiv,
     check_all_equal,
-    check_non_negative,
     check_optional_positive,
     check_positive,
     nvfp4_kv_cache_full_dim,
@@ -211,98 +210,6 @@ def merge_full_attention(
             spec_types=spec_type_names(specs),
         )
     return merged
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SinkFullAttentionSpec(FullAttentionSpec):
-    """Full attention with attention-sink tokens."""
-
-    sink_len: int | None = None
-
-    def __post_init__(self) -> None:
-        FullAttentionSpec.__post_init__(self)
-        if self.sink_len is not None:
-            check_non_negative("sink_len", self.sink_len)
-
-    @classmethod
-    def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
-        first = specs[0]
-        sink_len = first.sink_len if isinstance(first, SinkFullAttentionSpec) else None
-        return merge_full_attention(cls, specs, sink_len=sink_len)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TQFullAttentionSpec(FullAttentionSpec):
-    """Full attention whose page is sized by TurboQuant slot bytes when ``tq_slot_size > 0``."""
-
-    tq_slot_size: int = 0
-
-    def __post_init__(self) -> None:
-        check_non_negative("tq_slot_size", self.tq_slot_size)
-        FullAttentionSpec.__post_init__(self)
-
-    @property
-    def real_page_size_bytes(self) -> int:
-        if self.tq_slot_size > 0:
-            return self.block_size * self.num_kv_heads * self.tq_slot_size
-        last_dim = full_attention_last_dim(self)
-        return self.block_size * self.num_kv_heads * last_dim * self.dtype.itemsize
-
-    @classmethod
-    def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
-        merged = cast(TQFullAttentionSpec, merge_full_attention(cls, specs))
-        first = specs[0]
-        slot = first.tq_slot_size if isinstance(first, TQFullAttentionSpec) else 0
-        for spec in specs:
-            if getattr(spec, "tq_slot_size", 0) != slot:
-                raise SpecMergeError(
-                    reason="All TQ layers in the same KV cache group must use the same "
-                    "tq_slot_size.",
-                    spec_types=spec_type_names(specs),
-                )
-        return replace(merged, tq_slot_size=slot)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RSWASpec(FullAttentionSpec):
-    """Reference sliding window attention: prefill stays visible, decode keeps a window."""
-
-    rswa_window: int
-
-    def __post_init__(self) -> None:
-        FullAttentionSpec.__post_init__(self)
-        check_positive("rswa_window", self.rswa_window)
-
-    @classmethod
-    def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
-        windows: list[int] = []
-        for spec in specs:
-            if not isinstance(spec, RSWASpec):
-                raise SpecMergeError(
-                    reason="All attention layers in the same KV cache group must be RSWASpec.",
-                    spec_types=spec_type_names(specs),
-                )
-            windows.append(spec.rswa_window)
-        if len(set(windows)) != 1:
-            raise SpecMergeError(
-                reason=f"All R-SWA layers must share the same rswa_window, got {set(windows)}",
-                spec_types=spec_type_names(specs),
-            )
-        base = merge_full_attention(FullAttentionSpec, specs)
-        return cls(
-            block_size=base.block_size,
-            num_kv_heads=base.num_kv_heads,
-            head_size=base.head_size,
-            head_size_v=base.head_size_v,
-            dtype=base.dtype,
-            kv_quant_mode=base.kv_quant_mode,
-            page_size_padded=base.page_size_padded,
-            indexes_kv_by_block_stride=base.indexes_kv_by_block_stride,
-            sliding_window=base.sliding_window,
-            attention_chunk_size=base.attention_chunk_size,
-            non_causal=base.non_causal,
-            rswa_window=windows[0],
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

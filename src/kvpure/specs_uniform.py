@@ -19,12 +19,10 @@ from kvpure.specs_attention import (
     CrossAttentionSpec,
     EncoderOnlyAttentionSpec,
     FullAttentionSpec,
-    RSWASpec,
-    SinkFullAttentionSpec,
     SlidingWindowSpec,
-    TQFullAttentionSpec,
 )
 from kvpure.specs_base import KVCacheSpec, cdiv
+from kvpure.specs_full_family import RSWASpec, SinkFullAttentionSpec, TQFullAttentionSpec
 from kvpure.specs_mamba import MambaSpec
 from kvpure.specs_mla import HiddenStateCacheSpec, MLAAttentionSpec, SlidingWindowMLASpec
 

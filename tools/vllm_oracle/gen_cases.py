@@ -176,6 +176,19 @@ def layers_for(r, kind, settings):
              "num_speculative_blocks": r.choice([0, 0, 1])}
         ratio = r.randint(3, 9)
         out = [(f"model.layers.{i}.mixer", f if i % ratio == ratio - 1 else m) for i in range(n)]
+    elif kind == "tq_rswa":
+        base = attn_base(r, bs, heads, head, dtype, stride)
+        tq = {**full(r, base), "type": "TQFullAttentionSpec", "tq_slot_size": r.choice([0, 0, 72, 136])}
+        rs = {**full(r, base), "type": "RSWASpec", "rswa_window": r.choice([64, 256])}
+        picks = r.choice([[tq], [rs], [tq, full(r, base)], [rs, full(r, base)], [tq, swa(r, base, 256)]])
+        out = [(f"l{i}", r.choice(picks)) for i in range(n)]
+    elif kind == "encoder_only":
+        base = attn_base(r, bs, heads, head, dtype, stride)
+        out = [(f"enc.{i}", {"type": "EncoderOnlyAttentionSpec", **base}) for i in range(n)]
+    elif kind == "mismatch":
+        base = attn_base(r, bs, heads, head, dtype, stride)
+        out = [(f"l{i}", full(r, base)) for i in range(n)]
+        settings["_mismatch"] = True
     elif kind == "hidden":
         base = attn_base(r, bs, heads, head, dtype, stride)
         f = full(r, base)
@@ -203,7 +216,7 @@ def layers_for(r, kind, settings):
     return out
 
 
-KINDS = ["dsv4_real", "dsv4_real", "mamba_aligned", "mamba_aligned", "uniform", "uniform_type", "hybrid_sw", "hybrid_chunk", "hybrid_three", "mamba", "mla", "dsv4", "hidden", "cross", "sink", "random_mix"]
+KINDS = ["tq_rswa", "encoder_only", "mismatch", "dsv4_real", "dsv4_real", "mamba_aligned", "mamba_aligned", "uniform", "uniform_type", "hybrid_sw", "hybrid_chunk", "hybrid_three", "mamba", "mla", "dsv4", "hidden", "cross", "sink", "random_mix"]
 
 
 def settings_for(r):
@@ -227,6 +240,7 @@ def settings_for(r):
         "model_config": {"max_model_len": mml, "original_max_model_len": -1 if auto else None},
         "kv_transfer_config": r.choice([None, None, None, {"kv_connector_extra_config": {}},
                                         {"kv_connector_extra_config": {"enable_cross_layers_blocks": r.choice(["true", "True", True, "false"])}}]),
+        "use_v2_model_runner": r.random() < 0.3,
         "speculative_config": r.choice([None, None, {"num_speculative_tokens": 1, "method": "mtp"},
                                         {"num_speculative_tokens": 3, "method": "ngram"}]),
     }
@@ -248,6 +262,10 @@ def case(r):
     kind = r.choice(KINDS)
     layers = layers_for(r, kind, s)
     workers = split_workers(r, layers)
+    if s.pop("_mismatch", False):
+        other = dict(layers[0][1])
+        other["num_kv_heads"] = other["num_kv_heads"] * 2
+        workers = [list(layers), [(layers[0][0], other), *layers[1:]]]
     mem = []
     for w in workers:
         scale = r.choice([2**20, 2**26, 2**30, 2**32, 2**34, 2**34, 2**36])
