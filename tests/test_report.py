@@ -72,6 +72,8 @@ def test_report_numbers_are_the_goldens(
     assert report.block_bytes == used // output["num_blocks"]
     assert report.waste.null_block_bytes == used // output["num_blocks"]
     assert report.waste.unallocated_bytes == memory[0] - used
+    logged = [f"{line['level']} {line['msg']}" for line in data["logs"]]
+    assert list(report.vllm_log) == list(dict.fromkeys(logged))
 
 
 def test_gemma3_groups_give_the_full_layers_their_share() -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from kvpure.plan import KVCacheConfig, KVCacheGroupSpec
 from kvpure.planning import KVCachePlan
+from kvpure.planning_log import vllm_log_lines
 from kvpure.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -127,7 +128,12 @@ class WasteReport:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapacityReport:
-    """The explained capacity of one deployment (see the module docstring)."""
+    """The explained capacity of one deployment (see the module docstring).
+
+    ``vllm_log`` holds the lines vLLM would log while planning (level and
+    message; a line repeated by several workers appears once), to compare
+    with a server's log.
+    """
 
     model: ModelSummary | None
     num_workers: int
@@ -143,6 +149,7 @@ class CapacityReport:
     groups: tuple[GroupReport, ...]
     waste: WasteReport
     suggestion: str
+    vllm_log: tuple[str, ...] = ()
 
     @property
     def usable_blocks(self) -> int:
@@ -267,4 +274,5 @@ def build_capacity_report(
         groups=tuple(group_reports),
         waste=waste,
         suggestion=suggestion,
+        vllm_log=tuple(dict.fromkeys(f"{ln.level} {ln.msg}" for ln in vllm_log_lines(plan))),
     )

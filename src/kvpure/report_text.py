@@ -154,6 +154,10 @@ def render_report(report: CapacityReport) -> str:
         lines.append(
             f"  {label:<16}{value:>18,} B  {format_bytes(value):>11}  {waste.percent(value):6.2f}%"
         )
+    if report.vllm_log:
+        lines.append("")
+        lines.append("vLLM would log")
+        lines.extend(f"  {line}" for line in report.vllm_log)
     if report.suggestion:
         lines.append("")
         lines.append(f"To fit more: {report.suggestion}")
@@ -219,6 +223,7 @@ def report_to_json(report: CapacityReport) -> dict[str, object]:
             "total_bytes": waste.total_bytes,
         },
         "suggestion": report.suggestion,
+        "vllm_log": list(report.vllm_log),
     }
 
 
