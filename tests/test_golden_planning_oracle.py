@@ -1,4 +1,8 @@
-"""kvpure against the real vLLM 0.26.0 planner on random layouts it planned (tools/vllm_oracle).
+"""kvpure against the real vLLM 0.26.0 planner on layouts it planned (tools/vllm_oracle).
+
+Three files: a stratified sample of random layouts of every spec kind,
+full-size layouts shaped like real models (DeepSeek-V4, Qwen3-Next, gpt-oss, ...),
+and edge cases (workers without layers, attention-free workers, negative memory).
 
 The expected results were produced by running vLLM's own ``get_kv_cache_configs``
 on these inputs (see the file's ``meta``); kvpure must agree field by field,
@@ -18,21 +22,32 @@ from kvpure.errors import KVPureError
 from kvpure.interop.planning import plan_case
 from tests.conftest import DATA_DIR
 
-ORACLE_FILE = DATA_DIR / "vllm-0.26.0-oracle" / "planning_fuzz.json.gz"
-DATA: dict[str, Any] = json.loads(gzip.decompress(ORACLE_FILE.read_bytes()))
-CASES: list[dict[str, Any]] = DATA["cases"]
+ORACLE_DIR = DATA_DIR / "vllm-0.26.0-oracle"
+
+
+def _read(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(gzip.decompress((ORACLE_DIR / name).read_bytes()))
+    return data
+
+
+DATA = _read("planning_fuzz.json.gz")
+MODELS = _read("planning_models.json.gz")
+EDGES = _read("planning_edges.json.gz")
+CASES: list[dict[str, Any]] = DATA["cases"] + MODELS["cases"] + EDGES["cases"]
 # vLLM's assertions, and its crashes on inputs it does not check (AttributeError in the
 # TQ merge), are typed ValueError subclasses in kvpure.
 STDLIB: dict[str, type[Exception]] = {
     "AssertionError": ValueError,
     "AttributeError": ValueError,
+    "ZeroDivisionError": ValueError,
     "ValueError": ValueError,
     "NotImplementedError": NotImplementedError,
 }
 
 
 def test_oracle_file_covers_every_layout_kind() -> None:
-    assert DATA["meta"]["vllm_version"] == "0.26.0"
+    assert DATA["meta"]["vllm_version"] == MODELS["meta"]["vllm_version"] == "0.26.0"
+    assert any(c["kind"].startswith("deepseek_v4/") and "output" in c for c in MODELS["cases"])
     planned = {c["kind"] for c in CASES if "output" in c}
     assert {"dsv4_real", "mamba_aligned", "hybrid_three", "cross", "hidden", "mla"} <= planned
 

@@ -113,8 +113,8 @@ def _single_window(field: str, values: Sequence[int | None]) -> int | None:
     raise WindowSizeMismatchError(field=field, sizes=tuple(sorted(sizes)))
 
 
-def full_attention_last_dim(spec: FullAttentionSpec | SlidingWindowSpec) -> int:
-    """Bytes-per-element count of K plus V in one head row, per the quantisation mode."""
+def full_attention_last_dim(spec: FullAttentionSpec) -> int:
+    """Elements of K plus V in one head row of full attention, per the quantisation mode."""
     head_size_v = spec.head_size_v if spec.head_size_v is not None else spec.head_size
     if spec.kv_quant_mode.is_nvfp4:
         return nvfp4_kv_cache_full_dim(spec.head_size) + nvfp4_kv_cache_full_dim(head_size_v)
@@ -136,13 +136,17 @@ class FullAttentionSpec(AttentionSpec):
     non_causal: bool = False
 
     def __post_init__(self) -> None:
+        self._init_full_fields()
+        self._check_padding()
+
+    def _init_full_fields(self) -> None:
+        """Validate the fields and default ``head_size_v`` (vLLM's post-init), without padding."""
         AttentionSpec.__post_init__(self)
         if self.head_size_v is None:
             object.__setattr__(self, "head_size_v", self.head_size)
         check_optional_positive("head_size_v", self.head_size_v)
         check_optional_positive("sliding_window", self.sliding_window)
         check_optional_positive("attention_chunk_size", self.attention_chunk_size)
-        self._check_padding()
 
     @property
     def real_page_size_bytes(self) -> int:

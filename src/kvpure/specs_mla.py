@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
 from kvpure.specs_attention import AttentionSpec, FullAttentionSpec, SlidingWindowSpec
@@ -33,6 +33,9 @@ DEEPSEEK_V4 = "deepseek_v4"
 FP8_DS_MLA = "fp8_ds_mla"
 
 
+SpecT = TypeVar("SpecT", bound=AttentionSpec)
+
+
 def _apply_alignment_padding(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
     if spec.alignment is None:
         return
@@ -52,6 +55,18 @@ def _check_mla_fields(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
             reason=f"must not exceed block_size ({spec.block_size} tokens): a block would "
             "store zero tokens",
         )
+
+
+def _all_of(cls: type[SpecT], specs: Sequence[KVCacheSpec]) -> list[SpecT]:
+    out: list[SpecT] = []
+    for spec in specs:
+        if not isinstance(spec, cls):
+            raise SpecMergeError(
+                reason=f"All attention layers in the same KV cache group must be {cls.__name__}.",
+                spec_types=spec_type_names(specs),
+            )
+        out.append(spec)
+    return out
 
 
 def _single(specs: Sequence[KVCacheSpec], name: str) -> None:
@@ -77,12 +92,7 @@ class MLAAttentionSpec(FullAttentionSpec):
     model_version: str | None = None
 
     def __post_init__(self) -> None:
-        AttentionSpec.__post_init__(self)
-        if self.head_size_v is None:
-            object.__setattr__(self, "head_size_v", self.head_size)
-        check_optional_positive("head_size_v", self.head_size_v)
-        check_optional_positive("sliding_window", self.sliding_window)
-        check_optional_positive("attention_chunk_size", self.attention_chunk_size)
+        self._init_full_fields()
         _check_mla_fields(self)
         _apply_alignment_padding(self)
         self._check_padding()
@@ -105,18 +115,14 @@ class MLAAttentionSpec(FullAttentionSpec):
 
     @classmethod
     def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
-        mla: list[MLAAttentionSpec] = []
-        for spec in specs:
-            if not isinstance(spec, MLAAttentionSpec):
-                raise SpecMergeError(
-                    reason="All attention layers in the same KV cache group must be "
-                    "MLAAttentionSpec.",
-                    spec_types=spec_type_names(specs),
-                )
-            mla.append(spec)
-        for name in ("cache_dtype_str", "compress_ratio", "model_version"):
+        mla = _all_of(MLAAttentionSpec, specs)
+        for name in (
+            "cache_dtype_str",
+            "compress_ratio",
+            "model_version",
+            "indexes_kv_by_block_stride",
+        ):
             _single(mla, name)
-        _single(mla, "indexes_kv_by_block_stride")
         first = mla[0]
         return cls(
             block_size=first.block_size,
@@ -176,15 +182,7 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
 
     @classmethod
     def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
-        swa: list[SlidingWindowMLASpec] = []
-        for spec in specs:
-            if not isinstance(spec, SlidingWindowMLASpec):
-                raise SpecMergeError(
-                    reason="All attention layers in the same KV cache group must be "
-                    "SlidingWindowMLASpec.",
-                    spec_types=spec_type_names(specs),
-                )
-            swa.append(spec)
+        swa = _all_of(SlidingWindowMLASpec, specs)
         for name in (
             "cache_dtype_str",
             "compress_ratio",

@@ -87,118 +87,73 @@ def _get(
     return value
 
 
+# (section of vllm_config, field, JSON kind; "?" allows null, "!" is required)
+_SETTINGS_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("cache_config", "block_size", "int!"),
+    ("cache_config", "enable_prefix_caching", "bool"),
+    ("cache_config", "prefix_match_unit", "int?"),
+    ("cache_config", "num_gpu_blocks_override", "int?"),
+    ("cache_config", "mamba_cache_mode", "str"),
+    ("cache_config", "cache_dtype", "str"),
+    ("cache_config", "prefix_caching_hash_algo", "str"),
+    ("parallel_config", "decode_context_parallel_size", "int"),
+    ("parallel_config", "prefill_context_parallel_size", "int"),
+    ("parallel_config", "pipeline_parallel_size", "int"),
+    ("parallel_config", "tensor_parallel_size", "int"),
+    ("scheduler_config", "disable_hybrid_kv_cache_manager", "bool"),
+    ("scheduler_config", "max_num_batched_tokens", "int!"),
+    ("scheduler_config", "max_num_encoder_input_tokens", "int"),
+    ("scheduler_config", "async_scheduling", "bool"),
+    ("model_config", "max_model_len", "int!"),
+    ("model_config", "original_max_model_len", "int?"),
+)
+_SECTIONS = ("cache_config", "parallel_config", "scheduler_config", "model_config")
+
+
 def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> PlannerSettings:
-    """Planner settings from a golden's ``input.vllm_config`` object."""
+    """Planner settings from a golden's ``input.vllm_config`` object.
+
+    Fields the file leaves out take PlannerSettings' defaults, except the
+    required ones (block_size, max_num_batched_tokens, max_model_len).
+    """
     cfg = _obj(path, vllm_config)
-    cache = _obj(f"{path}.cache_config", _get(cfg, path, "cache_config", "obj", required=True))
-    par = _obj(f"{path}.parallel_config", _get(cfg, path, "parallel_config", "obj", required=True))
-    sched = _obj(
-        f"{path}.scheduler_config", _get(cfg, path, "scheduler_config", "obj", required=True)
-    )
-    model = _obj(f"{path}.model_config", _get(cfg, path, "model_config", "obj", required=True))
-    cp, pp_, sp, mp = (
-        f"{path}.{n}"
-        for n in ("cache_config", "parallel_config", "scheduler_config", "model_config")
-    )
-    d = PlannerSettings()
+    sections = {
+        name: _obj(f"{path}.{name}", _get(cfg, path, name, "obj", required=True))
+        for name in _SECTIONS
+    }
+    defaults = PlannerSettings()
+    kwargs: dict[str, Any] = {}
+    for section, key, kind in _SETTINGS_FIELDS:
+        kwargs[key] = _get(
+            sections[section],
+            f"{path}.{section}",
+            key,
+            kind.rstrip("!"),
+            required=kind.endswith("!"),
+            default=getattr(defaults, key),
+        )
     kv_transfer = _get(cfg, path, "kv_transfer_config", "obj?", required=False)
-    extra_config: Any = None
     if kv_transfer is not None:
         tpath = f"{path}.kv_transfer_config"
         extra = _get(kv_transfer, tpath, "kv_connector_extra_config", "obj?", required=False)
-        extra_config = freeze(dict(extra)) if extra is not None else pmap()
+        kwargs["kv_connector_extra_config"] = freeze(dict(extra)) if extra is not None else pmap()
     speculative = _get(cfg, path, "speculative_config", "obj?", required=False)
-    method = None
-    num_spec = None
     if speculative is not None:
         spath = f"{path}.speculative_config"
-        method = _get(speculative, spath, "method", "str?", required=False)
-        num_spec = _get(speculative, spath, "num_speculative_tokens", "int?", required=False)
-    kwargs: dict[str, Any] = dict(
-        block_size=_get(cache, cp, "block_size", "int", required=True),
-        enable_prefix_caching=_get(
-            cache,
-            cp,
-            "enable_prefix_caching",
-            "bool",
-            required=False,
-            default=d.enable_prefix_caching,
-        ),
-        prefix_match_unit=_get(cache, cp, "prefix_match_unit", "int?", required=False),
-        num_gpu_blocks_override=_get(cache, cp, "num_gpu_blocks_override", "int?", required=False),
-        mamba_cache_mode=_get(
-            cache, cp, "mamba_cache_mode", "str", required=False, default=d.mamba_cache_mode
-        ),
-        cache_dtype=_get(cache, cp, "cache_dtype", "str", required=False, default=d.cache_dtype),
-        prefix_caching_hash_algo=_get(
-            cache,
-            cp,
-            "prefix_caching_hash_algo",
-            "str",
-            required=False,
-            default=d.prefix_caching_hash_algo,
-        ),
-        decode_context_parallel_size=_get(
-            par, pp_, "decode_context_parallel_size", "int", required=False, default=1
-        ),
-        prefill_context_parallel_size=_get(
-            par, pp_, "prefill_context_parallel_size", "int", required=False, default=1
-        ),
-        pipeline_parallel_size=_get(
-            par, pp_, "pipeline_parallel_size", "int", required=False, default=1
-        ),
-        tensor_parallel_size=_get(
-            par, pp_, "tensor_parallel_size", "int", required=False, default=1
-        ),
-        disable_hybrid_kv_cache_manager=_get(
-            sched, sp, "disable_hybrid_kv_cache_manager", "bool", required=False, default=False
-        ),
-        max_num_batched_tokens=_get(sched, sp, "max_num_batched_tokens", "int", required=True),
-        max_num_encoder_input_tokens=_get(
-            sched,
-            sp,
-            "max_num_encoder_input_tokens",
-            "int",
-            required=False,
-            default=d.max_num_encoder_input_tokens,
-        ),
-        async_scheduling=_get(sched, sp, "async_scheduling", "bool", required=False, default=False),
-        max_model_len=_get(model, mp, "max_model_len", "int", required=True),
-        original_max_model_len=_get(model, mp, "original_max_model_len", "int?", required=False),
-        kv_connector_extra_config=extra_config,
-        speculative_method=method,
-        num_speculative_tokens=num_spec,
-        use_v2_model_runner=_get(
-            cfg, path, "use_v2_model_runner", "bool", required=False, default=False
-        ),
+        kwargs["speculative_method"] = _get(speculative, spath, "method", "str?", required=False)
+        kwargs["num_speculative_tokens"] = _get(
+            speculative, spath, "num_speculative_tokens", "int?", required=False
+        )
+    kwargs["use_v2_model_runner"] = _get(
+        cfg, path, "use_v2_model_runner", "bool", required=False, default=False
     )
     try:
         settings = PlannerSettings(**kwargs)
     except InvalidFieldError as err:
-        section = {
-            **{
-                k: cp
-                for k in (
-                    "block_size",
-                    "prefix_match_unit",
-                    "num_gpu_blocks_override",
-                    "mamba_cache_mode",
-                )
-            },
-            **{
-                k: pp_
-                for k in (
-                    "decode_context_parallel_size",
-                    "prefill_context_parallel_size",
-                    "pipeline_parallel_size",
-                    "tensor_parallel_size",
-                )
-            },
-            **{k: sp for k in ("max_num_batched_tokens", "max_num_encoder_input_tokens")},
-            **{k: mp for k in ("max_model_len", "original_max_model_len")},
-        }.get(err.field, path)
+        owner = next((sec for sec, key, _ in _SETTINGS_FIELDS if key == err.field), None)
+        where = f"{path}.{owner}" if owner else path
         raise InvalidFieldError(
-            field=f"{section}.{err.field}", value=err.value, reason=err.reason
+            field=f"{where}.{err.field}", value=err.value, reason=err.reason
         ) from None
     return _check_derived(settings, cfg, path)
 

@@ -22,7 +22,6 @@ from kvpure.specs import (
     KVDtype,
     KVQuantMode,
     MambaAttentionBackendEnum,
-    UniformTypeKVCacheSpecs,
 )
 
 JSONObject = dict[str, Any]
@@ -209,7 +208,6 @@ def render_layer_specs(specs: LayerMap[KVCacheSpec]) -> JSONObject:
 
 
 __all__ = [
-    "UniformTypeKVCacheSpecs",
     "derived_page_sizes",
     "parse_kv_cache_spec",
     "parse_layer_specs",
