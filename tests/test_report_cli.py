@@ -204,3 +204,14 @@ def test_a_model_folder_is_read_through_its_config_json(
     empty.mkdir()
     assert main(["plan", str(empty), "--kv-cache-memory", "16GiB"]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_planning_case_json_text_is_the_planners_rendering(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kvpure.interop.planning import parse_planning_input, plan_input, render_plan
+
+    case = GOLDEN_026 / "t_one_worker_hybrid.json"
+    assert main(["plan", str(case), "--json"]) == 0
+    plan = plan_input(parse_planning_input(json.loads(case.read_text())["input"]))
+    assert capsys.readouterr().out == json.dumps(render_plan(plan), indent=1) + "\n"
