@@ -266,4 +266,56 @@ __all__ += [
 
 
 # --- model configs and reports ---------------------------------------------
-# (the model-config area re-exports its public names here)
+from kvpure.errors import (  # noqa: E402
+    MissingConfigFieldError,
+    MissingOptionError,
+    ModelConfigError,
+    UnknownArchitectureError,
+)
+from kvpure.models.architectures import SUPPORTED_ARCHITECTURES, model_layout  # noqa: E402
+from kvpure.models.config import HFConfig, parse_model_config  # noqa: E402
+from kvpure.models.deployment import AttentionBackend, Deployment  # noqa: E402
+from kvpure.models.derive import DerivedSpecs, derive_kv_cache_specs  # noqa: E402
+from kvpure.models.layout import (  # noqa: E402
+    AttentionKind,
+    AttentionLayer,
+    Mamba2Layer,
+    ModelLayout,
+)
+from kvpure.report import (  # noqa: E402
+    CapacityReport,
+    GroupReport,
+    ModelSummary,
+    WasteReport,
+    build_capacity_report,
+)
+from kvpure.report_plan import capacity_report, plan_deployment  # noqa: E402
+from kvpure.report_text import render_report, report_to_json  # noqa: E402
+
+__all__ += [
+    "SUPPORTED_ARCHITECTURES",
+    "AttentionBackend",
+    "AttentionKind",
+    "AttentionLayer",
+    "CapacityReport",
+    "DerivedSpecs",
+    "Deployment",
+    "GroupReport",
+    "HFConfig",
+    "Mamba2Layer",
+    "MissingConfigFieldError",
+    "MissingOptionError",
+    "ModelConfigError",
+    "ModelLayout",
+    "ModelSummary",
+    "UnknownArchitectureError",
+    "WasteReport",
+    "build_capacity_report",
+    "capacity_report",
+    "derive_kv_cache_specs",
+    "model_layout",
+    "parse_model_config",
+    "plan_deployment",
+    "render_report",
+    "report_to_json",
+]

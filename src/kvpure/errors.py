@@ -586,3 +586,50 @@ class UnsupportedViewError(KVPureNotImplementedError):
 # Interop and model-config errors
 # ---------------------------------------------------------------------------
 # (owned by interop and the model-config reader)
+
+# --- model-config reader (kvpure.models) -----------------------------------
+
+
+class ModelConfigError(KVPureValueError):
+    """A model's config.json cannot be turned into per-layer KV cache specs."""
+
+
+class UnknownArchitectureError(ModelConfigError):
+    """config.json names an architecture kvpure has no layer rules for.
+
+    ``architecture`` is what config.json gave (its ``architectures`` list,
+    joined) and ``supported`` lists every architecture kvpure knows.
+    """
+
+    def __init__(self, *, architecture: str, supported: tuple[str, ...]) -> None:
+        super().__init__(
+            f"config.json: unknown architecture {architecture!r}; supported: "
+            + ", ".join(supported)
+        )
+        self.architecture = architecture
+        self.supported = supported
+
+
+class MissingConfigFieldError(ModelConfigError):
+    """config.json lacks a field the architecture's layer rules need.
+
+    ``field`` names it (dotted for nested configs, e.g. ``text_config.head_dim``)
+    and ``architecture`` is the architecture that needs it.
+    """
+
+    def __init__(self, *, field: str, architecture: str) -> None:
+        super().__init__(
+            f"config.json: missing field {field!r}, which {architecture} needs; "
+            "add it to the config"
+        )
+        self.field = field
+        self.architecture = architecture
+
+
+class MissingOptionError(ModelConfigError):
+    """A deployment option that has no default was not given (``option`` names it)."""
+
+    def __init__(self, *, option: str, reason: str) -> None:
+        super().__init__(f"{option} is required {reason}")
+        self.option = option
+        self.reason = reason

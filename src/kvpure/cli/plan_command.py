@@ -1,10 +1,18 @@
-"""``kvpure plan CASE.json [--json]``: plan a vLLM planning case.
+"""``kvpure plan FILE [options] [--json]``: a model's config.json, or a vLLM planning case.
 
-CASE.json is a golden planning case (its ``input`` is read) or a bare input
-object (``vllm_config``, ``available_memory``, ``kv_cache_specs``). With
-``--json`` it prints ``{"output", "final_max_model_len", "derived"}`` as the
-goldens hold them, or ``{"error": {...}}`` and exit code 2 when vLLM would
-fail. Without ``--json`` it prints a short readable report.
+Which one FILE is, is decided by its content.
+
+A Hugging Face config.json (``architectures`` / ``model_type``) is read with
+the deployment options (``--kv-cache-memory``, ``--max-model-len``, ...) and
+gets the explained capacity report of ``kvpure.report_plan`` (``--json``:
+the same facts as data; ``--sweep NAME=V1,V2``: one row per value).
+
+A planning case is a golden planning case (its ``input`` is read) or a bare
+input object (``vllm_config``, ``available_memory``, ``kv_cache_specs``).
+With ``--json`` it prints ``{"output", "final_max_model_len", "derived"}`` as
+the goldens hold them, or ``{"error": {...}}`` and exit code 2 when vLLM
+would fail. Without ``--json`` it prints a short per-worker summary, then
+the explained report.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvpure.errors import KVPureError
+from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import (
     PlanningInput,
     parse_planning_input,
@@ -23,30 +31,76 @@ from kvpure.interop.planning import (
     render_error,
     render_plan,
 )
+from kvpure.models.cli_options import add_deployment_options, given_options
 from kvpure.planning import KVCachePlan
+from kvpure.report import build_capacity_report
+from kvpure.report_plan import config_report_output, looks_like_model_config
+from kvpure.report_text import render_report
 from kvpure.specs import UniformTypeKVCacheSpecs
 
 EXIT_PLANNING_ERROR = 2
+
+_EPILOG = """\
+examples:
+  kvpure plan examples/llama3_8b.json --kv-cache-memory 24GiB
+  kvpure plan examples/gemma3_12b.json --kv-cache-memory 20GiB --max-model-len 32K
+  kvpure plan examples/deepseek_v3.json --kv-cache-memory 40GiB -tp 8 --json
+  kvpure plan examples/llama3_8b.json --kv-cache-memory 8GiB --max-model-len auto
+  kvpure plan examples/gpt_oss_20b.json --kv-cache-memory 24GiB \\
+      --sweep max_model_len=4096,32768,131072
+  kvpure plan tests/data/vllm-0.26.0/gemma3_12b.json --json   (a vLLM planning case)
+"""
 
 
 def register(sub: Any) -> None:
     """Add the ``plan`` subcommand to ``sub`` (an argparse subparsers action)."""
     parser: argparse.ArgumentParser = sub.add_parser(
-        "plan", help="plan KV cache memory for a vLLM planning case (CASE.json)"
+        "plan",
+        help="plan the KV cache of a model (config.json + options) or of a vLLM planning case",
+        description="Plan the KV cache as vLLM 0.26 would and explain the result: blocks, "
+        "tokens that fit, max-length requests at once, the (auto-fitted) max_model_len, block "
+        "sizes, one row per KV cache group and where memory is wasted. FILE is a Hugging Face "
+        "config.json (give the deployment options below; nothing is downloaded) or a "
+        "vLLM-format planning case; which one is detected from its content.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("case", metavar="CASE.json", help="a planning case or its input object")
     parser.add_argument(
-        "--json", action="store_true", help="print the result in the goldens' JSON shape"
+        "case",
+        metavar="FILE",
+        help="a model's config.json (or its model folder), or a vLLM planning case (CASE.json) "
+        "or its input object",
     )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the facts as JSON (for a planning case: the goldens' JSON shape)",
+    )
+    add_deployment_options(parser)
     parser.set_defaults(run=run)
+
+
+def _read_json(path: str) -> object:
+    file = Path(path)
+    if file.is_dir():  # a downloaded model folder: its config.json
+        file = file / "config.json"
+    text = file.read_text(encoding="utf-8")
+    try:
+        data: object = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise json.JSONDecodeError(f"{path}: {err.msg}", err.doc, err.pos) from None
+    return data
+
+
+def _case_input(data: object) -> object:
+    if isinstance(data, dict) and "input" in data:
+        return data["input"]
+    return data
 
 
 def load_case_input(path: str) -> object:
     """The planning input in a case file: its ``input`` member, or the whole object."""
-    data: object = json.loads(Path(path).read_text())
-    if isinstance(data, dict) and "input" in data:
-        return data["input"]
-    return data
+    return _case_input(_read_json(path))
 
 
 def read_planning_case(path: str) -> PlanningInput:
@@ -93,8 +147,41 @@ def format_report(plan: KVCachePlan) -> str:
     return "\n".join(lines)
 
 
+def _run_config(args: argparse.Namespace, config: object) -> int:
+    text, code = config_report_output(
+        config, given_options(args), sweep_text=args.sweep, as_json=args.json
+    )
+    print(text)
+    return code
+
+
+def _check_is_case(args: argparse.Namespace, data: object) -> object:
+    """The planning input of ``data``, refusing files that are neither kind and stray options."""
+    case = _case_input(data)
+    if not isinstance(case, dict) or "kv_cache_specs" not in case:
+        raise InvalidFieldError(
+            field=args.case,
+            value=sorted(data)[:6] if isinstance(data, dict) else type(data).__name__,
+            reason="is neither a model's config.json (it has no 'architectures') nor a vLLM "
+            "planning case (it has no 'kv_cache_specs')",
+        )
+    given = [f"--{name.replace('_', '-')}" for name in given_options(args)]
+    if args.sweep is not None:
+        given.append("--sweep")
+    if given:
+        raise InvalidFieldError(
+            field=given[0],
+            value=args.case,
+            reason="deployment options apply to a model's config.json, not to a planning case",
+        )
+    return case
+
+
 def run(args: argparse.Namespace) -> int:
-    parsed = read_planning_case(args.case)
+    data = _read_json(args.case)
+    if looks_like_model_config(data):
+        return _run_config(args, data)
+    parsed = parse_planning_input(_check_is_case(args, data))
     try:
         plan = plan_input(parsed)
     except KVPureError as err:
@@ -107,4 +194,6 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(render_plan(plan), indent=1))
     else:
         print(format_report(plan))
+        print()
+        print(render_report(build_capacity_report(plan, parsed.available_memory)))
     return 0

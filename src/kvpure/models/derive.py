@@ -1,0 +1,385 @@
+"""A model layout plus a deployment -> the per-worker specs vLLM would build.
+
+:func:`derive_kv_cache_specs` does what vLLM's engine does between reading
+config.json and calling ``get_kv_cache_configs``:
+
+- picks the model dtype (float32 checkpoints are served in bfloat16) and the
+  KV cache dtype (``fp8``/``fp8_e4m3`` -> float8_e4m3fn with per-tensor
+  scales, ``fp8_e5m2`` -> float8_e5m2);
+- divides KV heads by the tensor-parallel size (at least one head:
+  replicated when TP exceeds the heads; MLA keeps its single latent head)
+  and shards Mamba2 state (conv channels and heads over TP, groups replicated
+  up to TP when they do not divide);
+- for attention + Mamba hybrids, raises the attention block size until one
+  attention page holds a Mamba state, pads the Mamba page to match, and gives
+  Mamba layers ``block_size = max_model_len`` in cache mode ``none``
+  (vLLM 0.26's ``_align_hybrid_block_size``);
+- splits layers over pipeline stages as vLLM's ``get_pp_indices`` does (even
+  shares; the remainder goes one layer each to the stages before the last,
+  from the second-to-last backwards) and lists one spec map per worker, in
+  rank order (pipeline-major, TP ranks repeating their stage's specs);
+- builds the planner settings (``PlannerSettings``) with vLLM's names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import lcm
+from typing import Final
+
+from kvpure.errors import InvalidFieldError
+from kvpure.layers import LayerMap
+from kvpure.models.deployment import AttentionBackend, Deployment
+from kvpure.models.layout import AttentionKind, AttentionLayer, Mamba2Layer, ModelLayout
+from kvpure.plan import AUTO_FIT_MAX_MODEL_LEN, PlannerSettings
+from kvpure.specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    KVDtype,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+    cdiv,
+    get_kv_quant_mode,
+)
+
+__all__ = ["DerivedSpecs", "derive_kv_cache_specs", "pipeline_layer_ranges"]
+
+_KV_CACHE_DTYPES: Final = {
+    "bfloat16": KVDtype.BFLOAT16,
+    "float16": KVDtype.FLOAT16,
+    "fp8": KVDtype.FLOAT8_E4M3FN,
+    "fp8_e4m3": KVDtype.FLOAT8_E4M3FN,
+    "fp8_e5m2": KVDtype.FLOAT8_E5M2,
+}
+_MODEL_DTYPES: Final = {
+    "bfloat16": KVDtype.BFLOAT16,
+    "float16": KVDtype.FLOAT16,
+    "half": KVDtype.FLOAT16,
+    "float32": KVDtype.FLOAT32,
+    "float": KVDtype.FLOAT32,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DerivedSpecs:
+    """Everything the planner needs for one deployment of one model, and how it was chosen.
+
+    ``kv_cache_specs`` and ``available_memory`` hold one entry per worker
+    (rank order); ``pp_layer_ranges`` the ``[start, end)`` decoder layers of
+    each pipeline stage; ``requested_block_size`` the block size before
+    hybrid alignment (equal to ``settings.block_size`` when nothing was raised);
+    ``mamba_state_bytes`` the unpadded Mamba state per layer (0 without Mamba).
+    """
+
+    layout: ModelLayout
+    deployment: Deployment
+    settings: PlannerSettings
+    kv_cache_specs: tuple[LayerMap[KVCacheSpec], ...]
+    available_memory: tuple[int, ...]
+    pp_layer_ranges: tuple[tuple[int, int], ...]
+    attention_backend: AttentionBackend
+    model_dtype: KVDtype
+    kv_cache_dtype: KVDtype
+    requested_block_size: int
+    mamba_state_bytes: int
+    mamba_page_size_padded: int | None
+
+    @property
+    def num_workers(self) -> int:
+        """Workers (GPUs): tensor x pipeline parallel size."""
+        return len(self.kv_cache_specs)
+
+
+def pipeline_layer_ranges(num_layers: int, pp_size: int) -> tuple[tuple[int, int], ...]:
+    """vLLM's ``get_pp_indices`` for every stage: ``[start, end)`` per stage.
+
+    Each stage gets ``num_layers // pp_size``; the remainder adds one layer
+    each to the stages before the last, starting from the second-to-last
+    (the last stage also runs the LM head). 61 layers on 4 stages: 15, 15, 16, 15.
+    """
+    if pp_size > num_layers:
+        raise InvalidFieldError(
+            field="pipeline_parallel_size",
+            value=pp_size,
+            reason=f"must not exceed the model's {num_layers} layers",
+        )
+    shares = [num_layers // pp_size] * pp_size
+    for i in range(2, num_layers % pp_size + 2):
+        shares[-i] += 1
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for share in shares:
+        ranges.append((start, start + share))
+        start += share
+    return tuple(ranges)
+
+
+def _model_dtype(layout: ModelLayout, deployment: Deployment) -> KVDtype:
+    name = layout.config_dtype if deployment.dtype == "auto" else deployment.dtype
+    dtype = _MODEL_DTYPES.get(name.removeprefix("torch."))
+    if dtype is None:
+        raise InvalidFieldError(
+            field="config.json torch_dtype",
+            value=name,
+            reason="must be bfloat16, float16 or float32 (or pass --dtype)",
+        )
+    # vLLM serves float32 checkpoints in the platform's half type (bfloat16).
+    return KVDtype.BFLOAT16 if dtype is KVDtype.FLOAT32 and deployment.dtype == "auto" else dtype
+
+
+def _backend(layout: ModelLayout, deployment: Deployment) -> AttentionBackend:
+    backend = deployment.attention_backend
+    if backend is None:
+        return AttentionBackend.FLASHMLA if layout.uses_mla else AttentionBackend.FLASH_ATTN
+    if backend.is_mla != layout.uses_mla and layout.attention_layers:
+        wanted = "an MLA backend" if layout.uses_mla else "a non-MLA backend"
+        raise InvalidFieldError(
+            field="--attention-backend",
+            value=backend.value,
+            reason=f"{layout.architecture} needs {wanted}",
+        )
+    return backend
+
+
+def _tp_kv_heads(layout: ModelLayout, layer: AttentionLayer, tp: int) -> int:
+    if layer.kind is AttentionKind.MLA:
+        return 1
+    heads = layer.num_kv_heads
+    if (heads >= tp and heads % tp) or (heads < tp and tp % heads):
+        raise InvalidFieldError(
+            field="tensor_parallel_size",
+            value=tp,
+            reason=f"{layout.architecture} has {heads} KV heads: TP must divide them "
+            "or be a multiple of them",
+        )
+    return max(1, heads // tp)
+
+
+def _mamba_shapes(layer: Mamba2Layer, tp: int) -> tuple[tuple[int, ...], ...]:
+    if layer.num_heads % tp or layer.intermediate_size % tp:
+        raise InvalidFieldError(
+            field="tensor_parallel_size",
+            value=tp,
+            reason=f"must divide the Mamba2 heads ({layer.num_heads}) of {layer.name}",
+        )
+    # Groups that do not divide over TP are replicated up to TP.
+    groups = layer.n_groups if layer.n_groups % tp == 0 else tp
+    conv_dim = layer.intermediate_size + 2 * groups * layer.state_size
+    if conv_dim % tp:
+        raise InvalidFieldError(
+            field="tensor_parallel_size",
+            value=tp,
+            reason=f"must divide the Mamba2 conv channels ({conv_dim}) of {layer.name}",
+        )
+    return (
+        (conv_dim // tp, layer.conv_kernel - 1),
+        (layer.num_heads // tp, layer.head_dim, layer.state_size),
+    )
+
+
+def _state_bytes(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[KVDtype, ...]) -> int:
+    total = 0
+    for shape, dtype in zip(shapes, dtypes, strict=True):
+        size = dtype.itemsize
+        for dim in shape:
+            size *= dim
+        total += size
+    return total
+
+
+def _attention_spec(
+    layer: AttentionLayer,
+    *,
+    block_size: int,
+    num_kv_heads: int,
+    dtype: KVDtype,
+    cache_dtype: str,
+    backend: AttentionBackend,
+) -> KVCacheSpec:
+    quant = get_kv_quant_mode(cache_dtype)
+    by_stride = backend.indexes_kv_by_block_stride
+    if layer.kind is AttentionKind.MLA:
+        return MLAAttentionSpec(
+            block_size=block_size,
+            num_kv_heads=num_kv_heads,
+            head_size=layer.head_size,
+            dtype=dtype,
+            kv_quant_mode=quant,
+            indexes_kv_by_block_stride=by_stride,
+            cache_dtype_str=None if cache_dtype == "auto" else cache_dtype,
+        )
+    if layer.sliding_window is not None:
+        return SlidingWindowSpec(
+            block_size=block_size,
+            num_kv_heads=num_kv_heads,
+            head_size=layer.head_size,
+            head_size_v=layer.head_size_v,
+            dtype=dtype,
+            kv_quant_mode=quant,
+            indexes_kv_by_block_stride=by_stride,
+            sliding_window=layer.sliding_window,
+        )
+    if layer.attention_chunk_size is not None:
+        return ChunkedLocalAttentionSpec(
+            block_size=block_size,
+            num_kv_heads=num_kv_heads,
+            head_size=layer.head_size,
+            dtype=dtype,
+            kv_quant_mode=quant,
+            indexes_kv_by_block_stride=by_stride,
+            attention_chunk_size=layer.attention_chunk_size,
+        )
+    return FullAttentionSpec(
+        block_size=block_size,
+        num_kv_heads=num_kv_heads,
+        head_size=layer.head_size,
+        head_size_v=layer.head_size_v,
+        dtype=dtype,
+        kv_quant_mode=quant,
+        indexes_kv_by_block_stride=by_stride,
+    )
+
+
+def _max_model_len(layout: ModelLayout, deployment: Deployment) -> int:
+    derived = layout.derived_max_model_len
+    if deployment.max_model_len is None:
+        return layout.default_max_model_len or derived
+    if deployment.max_model_len > derived:
+        raise InvalidFieldError(
+            field="--max-model-len",
+            value=deployment.max_model_len,
+            reason=f"is longer than {layout.architecture}'s limit of {derived} tokens "
+            "from config.json; pass at most that or auto",
+        )
+    return deployment.max_model_len
+
+
+def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> DerivedSpecs:
+    """The per-worker specs and planner settings vLLM would use for this deployment."""
+    tp = deployment.tensor_parallel_size
+    pp = deployment.pipeline_parallel_size
+    backend = _backend(layout, deployment)
+    if layout.num_attention_heads % tp:
+        raise InvalidFieldError(
+            field="tensor_parallel_size",
+            value=tp,
+            reason=f"must divide the {layout.num_attention_heads} attention heads "
+            f"of {layout.architecture}",
+        )
+    model_dtype = _model_dtype(layout, deployment)
+    cache_dtype = deployment.kv_cache_dtype
+    kv_dtype = model_dtype if cache_dtype == "auto" else _KV_CACHE_DTYPES[cache_dtype]
+    ssm_dtype = (
+        model_dtype
+        if deployment.mamba_ssm_cache_dtype == "auto"
+        else _MODEL_DTYPES[deployment.mamba_ssm_cache_dtype]
+    )
+    max_model_len = _max_model_len(layout, deployment)
+    requested_block_size = deployment.block_size or backend.default_block_size
+    block_size = requested_block_size
+    alignment = backend.kernel_block_alignment
+    if layout.attention_layers and block_size % alignment:
+        # vLLM's worker finds no kernel block size dividing the manager's and fails.
+        raise InvalidFieldError(
+            field="--block-size",
+            value=block_size,
+            reason=f"{backend.value} kernels need a multiple of {alignment} tokens",
+        )
+
+    mamba_layers = layout.mamba_layers
+    attention_layers = layout.attention_layers
+    mamba_state = 0
+    mamba_padded: int | None = None
+    if mamba_layers:
+        shapes = _mamba_shapes(mamba_layers[0], tp)
+        mamba_state = _state_bytes(shapes, (model_dtype, ssm_dtype))
+    if mamba_layers and attention_layers:
+        # The page of one token of the first attention layer, as vLLM sizes it.
+        first = attention_layers[0]
+        one_token = _attention_spec(
+            AttentionLayer(
+                index=first.index,
+                name=first.name,
+                kind=AttentionKind.MLA if first.kind is AttentionKind.MLA else AttentionKind.FULL,
+                num_kv_heads=first.num_kv_heads,
+                head_size=first.head_size,
+                head_size_v=first.head_size_v,
+            ),
+            block_size=1,
+            num_kv_heads=_tp_kv_heads(layout, first, tp),
+            dtype=kv_dtype,
+            cache_dtype=cache_dtype,
+            backend=backend,
+        ).page_size_bytes
+        align = max(backend.kernel_block_alignment, block_size)
+        if deployment.mamba_cache_mode == "all":
+            chunk = lcm(layout.mamba_chunk_size or 256, align)
+            block_size = chunk * cdiv(cdiv(mamba_state, one_token), chunk)
+        else:
+            block_size = align * cdiv(mamba_state, align * one_token)
+        if block_size * one_token != mamba_state:
+            mamba_padded = block_size * one_token
+
+    mamba_block_size = max_model_len if deployment.mamba_cache_mode == "none" else block_size
+    prefix_caching = deployment.enable_prefix_caching
+    if prefix_caching is None:
+        prefix_caching = not (mamba_layers and deployment.mamba_cache_mode == "none")
+
+    def spec_of(layer: AttentionLayer | Mamba2Layer) -> KVCacheSpec:
+        if isinstance(layer, Mamba2Layer):
+            return MambaSpec(
+                block_size=mamba_block_size,
+                shapes=_mamba_shapes(layer, tp),
+                dtypes=(model_dtype, ssm_dtype),
+                page_size_padded=mamba_padded,
+                mamba_cache_mode=deployment.mamba_cache_mode,
+            )
+        return _attention_spec(
+            layer,
+            block_size=block_size,
+            num_kv_heads=_tp_kv_heads(layout, layer, tp),
+            dtype=kv_dtype,
+            cache_dtype=cache_dtype,
+            backend=backend,
+        )
+
+    ranges = pipeline_layer_ranges(layout.num_hidden_layers, pp)
+    stages = tuple(
+        LayerMap.from_pairs(
+            (layer.name, spec_of(layer)) for layer in layout.layers if start <= layer.index < end
+        )
+        for start, end in ranges
+    )
+    workers = tuple(stage for stage in stages for _ in range(tp))
+    settings = PlannerSettings(
+        block_size=block_size,
+        enable_prefix_caching=prefix_caching,
+        num_gpu_blocks_override=deployment.num_gpu_blocks_override,
+        mamba_cache_mode=deployment.mamba_cache_mode,
+        cache_dtype=cache_dtype,
+        pipeline_parallel_size=pp,
+        tensor_parallel_size=tp,
+        disable_hybrid_kv_cache_manager=not deployment.enable_hybrid_kv_cache_manager,
+        max_num_batched_tokens=deployment.max_num_batched_tokens,
+        max_num_encoder_input_tokens=deployment.max_num_batched_tokens,
+        max_model_len=max_model_len,
+        original_max_model_len=AUTO_FIT_MAX_MODEL_LEN
+        if deployment.auto_fit_max_model_len
+        else None,
+    )
+    return DerivedSpecs(
+        layout=layout,
+        deployment=deployment,
+        settings=settings,
+        kv_cache_specs=workers,
+        available_memory=(deployment.kv_cache_memory_bytes,) * len(workers),
+        pp_layer_ranges=ranges,
+        attention_backend=backend,
+        model_dtype=model_dtype,
+        kv_cache_dtype=kv_dtype,
+        requested_block_size=requested_block_size,
+        mamba_state_bytes=mamba_state,
+        mamba_page_size_padded=mamba_padded,
+    )

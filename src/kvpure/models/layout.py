@@ -1,0 +1,144 @@
+"""What a model's layers hold in the KV cache, before any deployment choice.
+
+An architecture function (``kvpure.models.architectures``) reads a config.json
+into a :class:`ModelLayout`: one :class:`AttentionLayer` or
+:class:`Mamba2Layer` per layer that keeps state, named as vLLM names it,
+with the model's own (un-sharded) head counts and state sizes.
+``kvpure.models.derive`` then applies a deployment (tensor and pipeline
+parallelism, dtypes, block size, backend) to turn it into vLLM's specs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from kvpure.errors import InvalidFieldError
+
+__all__ = ["AttentionKind", "AttentionLayer", "Mamba2Layer", "ModelLayout"]
+
+
+class AttentionKind(Enum):
+    """Which attention a layer runs (each maps to one vLLM spec class)."""
+
+    FULL = "full_attention"
+    SLIDING_WINDOW = "sliding_window"
+    CHUNKED_LOCAL = "chunked_local_attention"
+    MLA = "mla_attention"
+
+
+def _positive(field: str, value: int) -> None:
+    if value < 1:
+        raise InvalidFieldError(field=field, value=value, reason="must be at least 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttentionLayer:
+    """An attention layer: ``num_kv_heads`` is the model's total (before TP)."""
+
+    index: int
+    name: str
+    kind: AttentionKind
+    num_kv_heads: int
+    head_size: int
+    head_size_v: int
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive(f"{self.name}.num_kv_heads", self.num_kv_heads)
+        _positive(f"{self.name}.head_size", self.head_size)
+        _positive(f"{self.name}.head_size_v", self.head_size_v)
+        if (self.kind is AttentionKind.SLIDING_WINDOW) != (self.sliding_window is not None):
+            raise InvalidFieldError(
+                field=f"{self.name}.sliding_window",
+                value=self.sliding_window,
+                reason="a sliding-window layer needs a window and no other layer has one",
+            )
+        if (self.kind is AttentionKind.CHUNKED_LOCAL) != (self.attention_chunk_size is not None):
+            raise InvalidFieldError(
+                field=f"{self.name}.attention_chunk_size",
+                value=self.attention_chunk_size,
+                reason="a chunked-local layer needs a chunk size and no other layer has one",
+            )
+        if self.sliding_window is not None:
+            _positive(f"{self.name}.sliding_window", self.sliding_window)
+        if self.attention_chunk_size is not None:
+            _positive(f"{self.name}.attention_chunk_size", self.attention_chunk_size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mamba2Layer:
+    """A Mamba2 mixer layer with the model's (un-sharded) sizes."""
+
+    index: int
+    name: str
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    intermediate_size: int
+    conv_kernel: int
+
+    def __post_init__(self) -> None:
+        for field in ("num_heads", "head_dim", "state_size", "n_groups", "intermediate_size"):
+            _positive(f"{self.name}.{field}", getattr(self, field))
+        if self.conv_kernel < 2:
+            raise InvalidFieldError(
+                field=f"{self.name}.conv_kernel",
+                value=self.conv_kernel,
+                reason="must be at least 2",
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelLayout:
+    """A model's stateful layers in order, with the config facts vLLM reads.
+
+    ``num_hidden_layers`` counts every decoder layer (pipeline parallelism
+    splits these, stateful or not); ``config_dtype`` is the config's
+    ``torch_dtype``; ``derived_max_model_len`` is the longest context the
+    config allows and ``default_max_model_len`` what vLLM uses when no
+    max_model_len is given (None: the derived one); ``num_attention_heads``
+    is the query head count vLLM checks against the tensor-parallel size;
+    ``mamba_chunk_size`` is the Mamba2 SSD chunk (used to align blocks in
+    mamba cache mode ``all``).
+    """
+
+    architecture: str
+    model_type: str
+    num_hidden_layers: int
+    num_attention_heads: int
+    layers: tuple[AttentionLayer | Mamba2Layer, ...]
+    config_dtype: str
+    derived_max_model_len: int
+    default_max_model_len: int | None = None
+    mamba_chunk_size: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive("num_hidden_layers", self.num_hidden_layers)
+        for layer in self.layers:
+            if not 0 <= layer.index < self.num_hidden_layers:
+                raise InvalidFieldError(
+                    field=f"{layer.name}.index",
+                    value=layer.index,
+                    reason=f"must be in [0, {self.num_hidden_layers})",
+                )
+
+    @property
+    def uses_mla(self) -> bool:
+        """Whether the attention layers are MLA (latent) attention."""
+        return any(
+            isinstance(layer, AttentionLayer) and layer.kind is AttentionKind.MLA
+            for layer in self.layers
+        )
+
+    @property
+    def attention_layers(self) -> tuple[AttentionLayer, ...]:
+        """The attention layers, in order."""
+        return tuple(layer for layer in self.layers if isinstance(layer, AttentionLayer))
+
+    @property
+    def mamba_layers(self) -> tuple[Mamba2Layer, ...]:
+        """The Mamba2 layers, in order."""
+        return tuple(layer for layer in self.layers if isinstance(layer, Mamba2Layer))
