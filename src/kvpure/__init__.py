@@ -7,34 +7,79 @@ environment reads. ``kvpure.free_queue`` is the one mutable shell and
 
 from __future__ import annotations
 
+from kvpure.block_table import (
+    PAD_SLOT_ID,
+    BlockTableLayout,
+    MultipleOf,
+    SupportedKernelBlockSizes,
+    batch_token_positions,
+    block_table_rows,
+    block_table_width,
+    compute_slot_mapping,
+    map_to_kernel_blocks,
+    select_common_block_size,
+    slot_for_position,
+)
 from kvpure.errors import (
+    AutoFitError,
+    BlockAlreadyQueuedError,
+    BlockHashAlreadySetError,
+    BlockInOtherQueueError,
+    BlockNotQueuedError,
+    BlockSizeMismatchError,
+    BlockTableRowOverflowError,
+    CborEncodeError,
+    ContextParallelUnsupportedError,
+    DeviceUnavailableError,
+    FreeBlockQueueMisuseError,
+    GroupIdOutOfRangeError,
+    HybridUnificationError,
+    InsufficientKVCacheMemoryError,
     InvalidFieldError,
+    KernelBlockSizeError,
+    KVCacheLayoutError,
     KVPureError,
     KVPureNotImplementedError,
     KVPureRuntimeError,
     KVPureValueError,
-)
-
-__version__ = "0.1.0"
-
-__all__ = [
-    "InvalidFieldError",
-    "KVPureError",
-    "KVPureNotImplementedError",
-    "KVPureRuntimeError",
-    "KVPureValueError",
-    "__version__",
-]
-
-# --- hashing ---------------------------------------------------------------
-# (the hashing area re-exports its public names here)
-from kvpure.errors import (
-    BlockSizeMismatchError,
-    CborEncodeError,
-    GroupIdOutOfRangeError,
+    LayerWithoutGroupError,
+    LayerWithoutTensorError,
+    LayoutCannotExpressPageError,
+    MissingConfigFieldError,
+    MissingOptionError,
+    ModelConfigError,
+    NoCommonKernelBlockSizeError,
+    NoFreeBlocksError,
+    NoKVCacheMemoryError,
+    NotEnoughFreeBlocksError,
+    PackedTensorMismatchError,
+    PageSizeUnificationError,
+    PlanningAssertionError,
+    PrefixMatchUnitError,
     RandomNoneHashNotRequestedError,
+    SpecMergeError,
+    TensorSizeNotPageMultipleError,
+    TokenPositionOutOfRangeError,
+    UnknownArchitectureError,
     UnknownHashAlgorithmError,
     UnknownHashProfileError,
+    UnregisteredSpecError,
+    UnsupportedDtypeError,
+    UnsupportedViewError,
+    WindowSizeMismatchError,
+    WorkerSpecMismatchError,
+)
+from kvpure.free_queue import (
+    FreeKVCacheBlockQueue,
+    KVCacheBlock,
+    KVCacheBlockCopy,
+)
+from kvpure.grouping import (
+    KVCacheGrouping,
+    PaddingFact,
+    get_kv_cache_groups,
+    unify_hybrid_kv_cache_specs,
+    unify_kv_cache_spec_page_size,
 )
 from kvpure.hashing import (
     VLLM_0_26,
@@ -63,65 +108,31 @@ from kvpure.hashing import (
     none_hash_seed_from_environment,
     resolve_block_hashes,
 )
-
-__all__ += [
-    "VLLM_0_26",
-    "VLLM_0_33",
-    "BlockHash",
-    "BlockHashListWithBlockSize",
-    "BlockHashWithGroupId",
-    "BlockSizeMismatchError",
-    "CborEncodeError",
-    "ExternalBlockHash",
-    "GroupIdOutOfRangeError",
-    "HashRequest",
-    "HashScheme",
-    "MultiModalFeature",
-    "PromptEmbeds",
-    "RandomNoneHashNotRequestedError",
-    "RequestBlockHashes",
-    "UnknownHashAlgorithmError",
-    "UnknownHashProfileError",
-    "VllmHashProfile",
-    "extend_block_hashes",
-    "generate_block_hash_extra_keys",
-    "get_block_hash",
-    "get_group_id",
-    "get_hash_fn_by_name",
-    "get_hash_profile",
-    "hash_block_tokens",
-    "hash_prompt",
-    "hash_token_blocks",
-    "make_block_hash_with_group_id",
-    "maybe_convert_block_hash",
-    "none_hash_seed_from_environment",
-    "resolve_block_hashes",
-]
-
-
-# --- specs and planning ----------------------------------------------------
-from kvpure.errors import (
-    AutoFitError,
-    ContextParallelUnsupportedError,
-    HybridUnificationError,
-    InsufficientKVCacheMemoryError,
-    NoKVCacheMemoryError,
-    PageSizeUnificationError,
-    PlanningAssertionError,
-    PrefixMatchUnitError,
-    SpecMergeError,
-    UnregisteredSpecError,
-    WindowSizeMismatchError,
-    WorkerSpecMismatchError,
+from kvpure.layers import (
+    LayerMap,
 )
-from kvpure.grouping import (
-    KVCacheGrouping,
-    PaddingFact,
-    get_kv_cache_groups,
-    unify_hybrid_kv_cache_specs,
-    unify_kv_cache_spec_page_size,
+from kvpure.models.architectures import (
+    SUPPORTED_ARCHITECTURES,
+    model_layout,
 )
-from kvpure.layers import LayerMap
+from kvpure.models.config import (
+    HFConfig,
+    parse_model_config,
+)
+from kvpure.models.deployment import (
+    AttentionBackend,
+    Deployment,
+)
+from kvpure.models.derive import (
+    DerivedSpecs,
+    derive_kv_cache_specs,
+)
+from kvpure.models.layout import (
+    AttentionKind,
+    AttentionLayer,
+    Mamba2Layer,
+    ModelLayout,
+)
 from kvpure.plan import (
     KVCacheConfig,
     KVCacheGroupSpec,
@@ -136,7 +147,10 @@ from kvpure.planning import (
     generate_scheduler_kv_cache_config,
     get_kv_cache_configs,
 )
-from kvpure.planning_log import LogLine, vllm_log_lines
+from kvpure.planning_log import (
+    LogLine,
+    vllm_log_lines,
+)
 from kvpure.planning_memory import (
     check_enough_kv_cache_memory,
     estimate_max_model_len,
@@ -145,7 +159,24 @@ from kvpure.planning_memory import (
     max_memory_usage_bytes_from_groups,
     resolve_kv_cache_block_sizes,
 )
-from kvpure.planning_tensors import get_kv_cache_config_from_groups
+from kvpure.planning_tensors import (
+    get_kv_cache_config_from_groups,
+)
+from kvpure.report import (
+    CapacityReport,
+    GroupReport,
+    ModelSummary,
+    WasteReport,
+    build_capacity_report,
+)
+from kvpure.report_plan import (
+    capacity_report,
+    plan_deployment,
+)
+from kvpure.report_text import (
+    render_report,
+    report_to_json,
+)
 from kvpure.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -171,151 +202,162 @@ from kvpure.specs import (
     get_kv_quant_mode,
 )
 
-__all__ += [
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttentionBackend",
+    "AttentionKind",
+    "AttentionLayer",
     "AttentionSpec",
-    "AutoFitFact",
-    "KVCacheGrouping",
-    "LogLine",
-    "MambaAttentionBackendEnum",
-    "NumBlocksOverrideFact",
-    "PaddingFact",
-    "WorkerPlanFacts",
-    "check_enough_kv_cache_memory",
-    "estimate_max_model_len",
-    "generate_scheduler_kv_cache_config",
-    "get_kv_cache_capacity",
-    "get_kv_cache_config_from_groups",
-    "get_kv_cache_groups",
-    "get_max_concurrency_for_kv_cache_config",
-    "max_memory_usage_bytes_from_groups",
-    "resolve_kv_cache_block_sizes",
-    "unify_hybrid_kv_cache_specs",
-    "unify_kv_cache_spec_page_size",
-    "vllm_log_lines",
     "AutoFitError",
+    "AutoFitFact",
+    "BlockAlreadyQueuedError",
+    "BlockHash",
+    "BlockHashAlreadySetError",
+    "BlockHashListWithBlockSize",
+    "BlockHashWithGroupId",
+    "BlockInOtherQueueError",
+    "BlockNotQueuedError",
+    "BlockSizeMismatchError",
+    "BlockTableLayout",
+    "BlockTableRowOverflowError",
+    "CapacityReport",
+    "CborEncodeError",
     "ChunkedLocalAttentionSpec",
     "ContextParallelUnsupportedError",
     "CrossAttentionSpec",
+    "Deployment",
+    "DerivedSpecs",
+    "DeviceUnavailableError",
     "EncoderOnlyAttentionSpec",
+    "ExternalBlockHash",
+    "FreeBlockQueueMisuseError",
+    "FreeKVCacheBlockQueue",
     "FullAttentionSpec",
+    "GroupIdOutOfRangeError",
+    "GroupReport",
+    "HFConfig",
+    "HashRequest",
+    "HashScheme",
     "HiddenStateCacheSpec",
     "HybridUnificationError",
     "InsufficientKVCacheMemoryError",
+    "InvalidFieldError",
+    "KVCacheBlock",
+    "KVCacheBlockCopy",
     "KVCacheConfig",
     "KVCacheGroupSpec",
+    "KVCacheGrouping",
+    "KVCacheLayoutError",
     "KVCachePlan",
     "KVCacheSpec",
     "KVCacheSpecKind",
     "KVCacheTensor",
     "KVDtype",
+    "KVPureError",
+    "KVPureNotImplementedError",
+    "KVPureRuntimeError",
+    "KVPureValueError",
     "KVQuantMode",
+    "KernelBlockSizeError",
     "LayerMap",
+    "LayerWithoutGroupError",
+    "LayerWithoutTensorError",
+    "LayoutCannotExpressPageError",
+    "LogLine",
     "MLAAttentionSpec",
-    "MambaSpec",
-    "NoKVCacheMemoryError",
-    "PageSizeUnificationError",
-    "PlannerSettings",
-    "PlanningAssertionError",
-    "PrefixMatchUnitError",
-    "RSWASpec",
-    "SinkFullAttentionSpec",
-    "SlidingWindowMLASpec",
-    "SlidingWindowSpec",
-    "SpecMergeError",
-    "TQFullAttentionSpec",
-    "UniformTypeKVCacheSpecs",
-    "UnregisteredSpecError",
-    "WindowSizeMismatchError",
-    "WorkerSpecMismatchError",
-    "get_kv_cache_configs",
-    "get_kv_cache_spec_kind",
-    "get_kv_cache_spec_sliding_window",
-    "get_kv_quant_mode",
-]
-
-
-# --- free block queue ------------------------------------------------------
-# (the free-queue area re-exports its public names here)
-from kvpure.errors import (
-    BlockAlreadyQueuedError,
-    BlockHashAlreadySetError,
-    BlockInOtherQueueError,
-    BlockNotQueuedError,
-    FreeBlockQueueMisuseError,
-    NoFreeBlocksError,
-    NotEnoughFreeBlocksError,
-)
-from kvpure.free_queue import (
-    FreeKVCacheBlockQueue,
-    KVCacheBlock,
-    KVCacheBlockCopy,
-)
-
-__all__ += [
-    "BlockAlreadyQueuedError",
-    "BlockHashAlreadySetError",
-    "BlockInOtherQueueError",
-    "BlockNotQueuedError",
-    "FreeBlockQueueMisuseError",
-    "FreeKVCacheBlockQueue",
-    "KVCacheBlock",
-    "KVCacheBlockCopy",
-    "NoFreeBlocksError",
-    "NotEnoughFreeBlocksError",
-]
-
-
-# --- model configs and reports ---------------------------------------------
-from kvpure.errors import (  # noqa: E402
-    MissingConfigFieldError,
-    MissingOptionError,
-    ModelConfigError,
-    UnknownArchitectureError,
-)
-from kvpure.models.architectures import SUPPORTED_ARCHITECTURES, model_layout  # noqa: E402
-from kvpure.models.config import HFConfig, parse_model_config  # noqa: E402
-from kvpure.models.deployment import AttentionBackend, Deployment  # noqa: E402
-from kvpure.models.derive import DerivedSpecs, derive_kv_cache_specs  # noqa: E402
-from kvpure.models.layout import (  # noqa: E402
-    AttentionKind,
-    AttentionLayer,
-    Mamba2Layer,
-    ModelLayout,
-)
-from kvpure.report import (  # noqa: E402
-    CapacityReport,
-    GroupReport,
-    ModelSummary,
-    WasteReport,
-    build_capacity_report,
-)
-from kvpure.report_plan import capacity_report, plan_deployment  # noqa: E402
-from kvpure.report_text import render_report, report_to_json  # noqa: E402
-
-__all__ += [
-    "SUPPORTED_ARCHITECTURES",
-    "AttentionBackend",
-    "AttentionKind",
-    "AttentionLayer",
-    "CapacityReport",
-    "DerivedSpecs",
-    "Deployment",
-    "GroupReport",
-    "HFConfig",
     "Mamba2Layer",
+    "MambaAttentionBackendEnum",
+    "MambaSpec",
     "MissingConfigFieldError",
     "MissingOptionError",
     "ModelConfigError",
     "ModelLayout",
     "ModelSummary",
+    "MultiModalFeature",
+    "MultipleOf",
+    "NoCommonKernelBlockSizeError",
+    "NoFreeBlocksError",
+    "NoKVCacheMemoryError",
+    "NotEnoughFreeBlocksError",
+    "NumBlocksOverrideFact",
+    "PAD_SLOT_ID",
+    "PackedTensorMismatchError",
+    "PaddingFact",
+    "PageSizeUnificationError",
+    "PlannerSettings",
+    "PlanningAssertionError",
+    "PrefixMatchUnitError",
+    "PromptEmbeds",
+    "RSWASpec",
+    "RandomNoneHashNotRequestedError",
+    "RequestBlockHashes",
+    "SUPPORTED_ARCHITECTURES",
+    "SinkFullAttentionSpec",
+    "SlidingWindowMLASpec",
+    "SlidingWindowSpec",
+    "SpecMergeError",
+    "SupportedKernelBlockSizes",
+    "TQFullAttentionSpec",
+    "TensorSizeNotPageMultipleError",
+    "TokenPositionOutOfRangeError",
+    "UniformTypeKVCacheSpecs",
     "UnknownArchitectureError",
+    "UnknownHashAlgorithmError",
+    "UnknownHashProfileError",
+    "UnregisteredSpecError",
+    "UnsupportedDtypeError",
+    "UnsupportedViewError",
+    "VLLM_0_26",
+    "VLLM_0_33",
+    "VllmHashProfile",
     "WasteReport",
+    "WindowSizeMismatchError",
+    "WorkerPlanFacts",
+    "WorkerSpecMismatchError",
+    "__version__",
+    "batch_token_positions",
+    "block_table_rows",
+    "block_table_width",
     "build_capacity_report",
     "capacity_report",
+    "check_enough_kv_cache_memory",
+    "compute_slot_mapping",
     "derive_kv_cache_specs",
+    "estimate_max_model_len",
+    "extend_block_hashes",
+    "generate_block_hash_extra_keys",
+    "generate_scheduler_kv_cache_config",
+    "get_block_hash",
+    "get_group_id",
+    "get_hash_fn_by_name",
+    "get_hash_profile",
+    "get_kv_cache_capacity",
+    "get_kv_cache_config_from_groups",
+    "get_kv_cache_configs",
+    "get_kv_cache_groups",
+    "get_kv_cache_spec_kind",
+    "get_kv_cache_spec_sliding_window",
+    "get_kv_quant_mode",
+    "get_max_concurrency_for_kv_cache_config",
+    "hash_block_tokens",
+    "hash_prompt",
+    "hash_token_blocks",
+    "make_block_hash_with_group_id",
+    "map_to_kernel_blocks",
+    "max_memory_usage_bytes_from_groups",
+    "maybe_convert_block_hash",
     "model_layout",
+    "none_hash_seed_from_environment",
     "parse_model_config",
     "plan_deployment",
     "render_report",
     "report_to_json",
+    "resolve_block_hashes",
+    "resolve_kv_cache_block_sizes",
+    "select_common_block_size",
+    "slot_for_position",
+    "unify_hybrid_kv_cache_specs",
+    "unify_kv_cache_spec_page_size",
+    "vllm_log_lines",
 ]
