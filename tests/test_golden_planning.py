@@ -12,14 +12,13 @@ import pytest
 import kvpure.errors
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import (
-    parse_kv_cache_spec,
     parse_planning_input,
     plan_case,
     plan_input,
-    render_kv_cache_spec,
 )
 from kvpure.planning_log import vllm_log_lines
 from tests.conftest import GOLDEN_026
+from tests.planning_golden_checks import assert_input_specs_round_trip, assert_plan_matches
 
 NOT_PLANNING = {"hashes.json", "tensor_views.json", "block_pool_traces.json"}
 CASES = sorted(p for p in GOLDEN_026.glob("*.json") if p.name not in NOT_PLANNING)
@@ -54,23 +53,12 @@ def test_golden_case(path: Path) -> None:
         )
         return
     assert list(result) == ["output", "final_max_model_len", "derived"]
-    assert result["final_max_model_len"] == case["final_max_model_len"]
-    assert len(result["output"]) == len(case["output"])
-    for got, want in zip(result["output"], case["output"], strict=True):
-        assert got == want
-    assert result["derived"] == case["derived"]
-    # Key order as the goldens': JSON text equal, not only dict-equal.
-    assert json.dumps(result["output"]) == json.dumps(case["output"])
-    assert json.dumps(result["derived"]) == json.dumps(case["derived"])
+    assert_plan_matches(result, case)
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_golden_input_specs_reproduce_derived(path: Path) -> None:
-    case = _load(path)
-    for worker in case["input"]["kv_cache_specs"]:
-        for spec_obj in worker.values():
-            rendered = render_kv_cache_spec(parse_kv_cache_spec(spec_obj))
-            assert json.dumps(rendered) == json.dumps(spec_obj)
+    assert_input_specs_round_trip(_load(path))
 
 
 @pytest.mark.parametrize("path", [p for p in CASES if "error" in _load(p)], ids=lambda p: p.stem)

@@ -21,13 +21,12 @@ import pytest
 
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import (
-    parse_kv_cache_spec,
     parse_planning_input,
     plan_input,
-    render_kv_cache_spec,
     render_plan,
 )
 from tests.conftest import GOLDEN_026
+from tests.planning_golden_checks import assert_input_specs_round_trip, assert_plan_matches
 
 GENERATED = GOLDEN_026.parent / "vllm-0.26.0-generated"
 CASES = sorted(GENERATED.glob("*.json"))
@@ -74,22 +73,10 @@ def test_generated_case(path: Path) -> None:
         missing = [n for n in NUMBER.findall(expected["message"]) if n not in message]
         assert not missing, (missing, expected["message"], message)
         return
-    result = render_plan(plan_input(parsed))
-    assert result["final_max_model_len"] == case["final_max_model_len"]
-    assert len(result["output"]) == len(case["output"])
-    for got, want in zip(result["output"], case["output"], strict=True):
-        assert got == want
-    assert result["derived"] == case["derived"]
-    # Key order as vLLM's rendering: JSON text equal, not only dict-equal.
-    assert json.dumps(result["output"]) == json.dumps(case["output"])
-    assert json.dumps(result["derived"]) == json.dumps(case["derived"])
+    assert_plan_matches(render_plan(plan_input(parsed)), case)
 
 
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_generated_input_specs_reproduce_vllm_page_sizes(path: Path) -> None:
     """Every input spec reads and renders back as vLLM rendered it, ``_derived`` included."""
-    case = _load(path)
-    for worker in case["input"]["kv_cache_specs"]:
-        for spec_obj in worker.values():
-            rendered = render_kv_cache_spec(parse_kv_cache_spec(spec_obj))
-            assert json.dumps(rendered) == json.dumps(spec_obj)
+    assert_input_specs_round_trip(_load(path))
