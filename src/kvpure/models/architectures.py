@@ -26,7 +26,7 @@ multimodal wrappers put the text model under ``language_model.``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from kvpure.errors import InvalidFieldError, UnknownArchitectureError
@@ -49,6 +49,26 @@ def _dtype(top: HFConfig, text: HFConfig) -> str:
             if cfg.has(field):
                 return cfg.str_(field)
     return "float32"
+
+
+def _model_layout(
+    top: HFConfig,
+    text: HFConfig,
+    num_layers: int,
+    num_heads: int,
+    layers: Iterable[AttentionLayer | Mamba2Layer],
+) -> ModelLayout:
+    """The layout of a model whose text config is ``text`` (``top`` itself when not nested)."""
+    return ModelLayout(
+        architecture=top.architecture,
+        model_type=text.str_("model_type", ""),
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        layers=tuple(layers),
+        config_dtype=_dtype(top, text),
+        derived_max_model_len=text.derived_max_model_len(),
+        default_max_model_len=default_max_model_len(text),
+    )
 
 
 def _layer_types(cfg: HFConfig, num_layers: int) -> tuple[str, ...] | None:
@@ -117,16 +137,7 @@ def _attention_model(
                 sliding_window=window,
             )
         )
-    return ModelLayout(
-        architecture=top.architecture,
-        model_type=cfg.str_("model_type", ""),
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        layers=tuple(layers),
-        config_dtype=_dtype(top, cfg),
-        derived_max_model_len=cfg.derived_max_model_len(),
-        default_max_model_len=default_max_model_len(cfg),
-    )
+    return _model_layout(top, cfg, num_layers, num_heads, layers)
 
 
 def _llama(top: HFConfig) -> ModelLayout:
@@ -231,16 +242,7 @@ def _llama4_text(top: HFConfig, cfg: HFConfig, prefix: str) -> ModelLayout:
                 attention_chunk_size=chunk if local else None,
             )
         )
-    return ModelLayout(
-        architecture=top.architecture,
-        model_type=cfg.str_("model_type", ""),
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        layers=tuple(layers),
-        config_dtype=_dtype(top, cfg),
-        derived_max_model_len=cfg.derived_max_model_len(),
-        default_max_model_len=default_max_model_len(cfg),
-    )
+    return _model_layout(top, cfg, num_layers, num_heads, layers)
 
 
 def _llama4(top: HFConfig) -> ModelLayout:
@@ -265,16 +267,7 @@ def _deepseek(top: HFConfig) -> ModelLayout:
         )
         for i in range(num_layers)
     )
-    return ModelLayout(
-        architecture=top.architecture,
-        model_type=top.str_("model_type", ""),
-        num_hidden_layers=num_layers,
-        num_attention_heads=top.int_("num_attention_heads", minimum=1),
-        layers=layers,
-        config_dtype=_dtype(top, top),
-        derived_max_model_len=top.derived_max_model_len(),
-        default_max_model_len=default_max_model_len(top),
-    )
+    return _model_layout(top, top, num_layers, top.int_("num_attention_heads", minimum=1), layers)
 
 
 def _granite_hybrid(top: HFConfig) -> ModelLayout:
