@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from kvpure.errors import CborEncodeError, InvalidFieldError, UnknownHashAlgorithmError
 from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
 from kvpure.hashing.fast_prompt import (
+    CBOR2_MIN_BLOCK_SIZE,
     HASH_ALGORITHMS,
+    _cbor_tails,
     block_payloads,
     hash_token_blocks,
     one_block_hasher,
@@ -346,3 +348,37 @@ def test_cbor_token_items_equal_cbor2_or_refuse(tokens: list[int]) -> None:
         assert got == b"".join(cbor2.dumps(t) for t in tokens)
     else:
         assert got is None
+
+
+# --- big blocks: cbor2's token arrays ---------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", ["sha256_cbor", "xxhash_cbor"])
+@given(
+    tokens=st.one_of(
+        st.lists(vocab_ids, min_size=128, max_size=700),
+        st.lists(st.one_of(vocab_ids, any_ids, st.booleans()), min_size=128, max_size=400),
+    ),
+    block_size=st.integers(CBOR2_MIN_BLOCK_SIZE, 300),
+    data=st.data(),
+)
+def test_big_blocks_equal_the_oracle_through_either_token_encoder(
+    algo: str, tokens: list[int], block_size: int, data: st.DataObject
+) -> None:
+    num_blocks = len(tokens) // block_size
+    extras = tuple(
+        data.draw(st.lists(extra_keys_of_block, min_size=num_blocks, max_size=num_blocks))
+    )
+    parent = data.draw(st.binary(min_size=32, max_size=32))
+    expected = oracle_chain(algo, parent, tokens, block_size, extras)
+    assert hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
+    # Both token encoders give every block's payload tail exactly as cbor2 writes it.
+    with_cbor2 = _cbor_tails(tokens, block_size, extras, use_cbor2=True)
+    assert with_cbor2 is not None
+    for index, tail in enumerate(with_cbor2):
+        block = tuple(tokens[index * block_size : (index + 1) * block_size])
+        want = cbor2.dumps(block, canonical=True) + cbor2.dumps(extras[index], canonical=True)
+        assert tail == want
+    without = _cbor_tails(tokens, block_size, extras, use_cbor2=False)
+    if without is not None:  # kvpure's own encoder: plain ids in [0, 2**32) only
+        assert without == with_cbor2
