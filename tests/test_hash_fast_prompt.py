@@ -18,7 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvpure.errors import CborEncodeError, InvalidFieldError, UnknownHashAlgorithmError
-from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
+from kvpure.hashing.fast_encoding import (
+    cbor_token_items,
+    encode_token_blocks,
+    exact_int31_records,
+)
 from kvpure.hashing.fast_prompt import (
     CBOR2_MIN_BLOCK_SIZE,
     HASH_ALGORITHMS,
@@ -268,13 +272,24 @@ def test_cbor_rejects_what_it_cannot_encode() -> None:
 
 
 @given(
-    tokens=st.lists(st.integers(min_value=0, max_value=2**32 - 1), min_size=1, max_size=120),
-    block_size=st.integers(1, 24),
+    tokens=st.lists(
+        st.one_of(
+            st.integers(min_value=0, max_value=2**31 - 1),
+            st.integers(min_value=0, max_value=300),
+            st.integers(min_value=2**31 - 2, max_value=2**32 + 1),
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    block_size=st.integers(1, 60),
+    as_tuple=st.booleans(),
 )
-def test_cbor_token_encoder_matches_cbor2_item_by_item(tokens: list[int], block_size: int) -> None:
+def test_cbor_token_encoder_matches_cbor2_item_by_item(
+    tokens: list[int], block_size: int, as_tuple: bool
+) -> None:
     tokens = tokens[: len(tokens) // block_size * block_size]
-    got = encode_token_blocks(tokens, block_size)
-    if not tokens:
+    got = encode_token_blocks(tuple(tokens) if as_tuple else tokens, block_size)
+    if not tokens or max(tokens) >= 2**31:  # its domain: exact ints in [0, 2**31)
         assert got is None
         return
     assert got == [
@@ -283,17 +298,45 @@ def test_cbor_token_encoder_matches_cbor2_item_by_item(tokens: list[int], block_
     ]
 
 
+class _MyInt(int):
+    pass
+
+
 def test_token_encoder_leaves_out_of_range_ids_to_the_reference() -> None:
-    assert encode_token_blocks([1, 2**32], 1) is None
+    assert encode_token_blocks([1, 2**31], 1) is None
     assert encode_token_blocks([1, True], 1) is None
+    assert encode_token_blocks([1, False], 1) is None
+    assert encode_token_blocks([1, _MyInt(5)], 1) is None
     assert encode_token_blocks([1, -1], 1) is None
+    assert encode_token_blocks([1, -(2**31)], 1) is None
     assert encode_token_blocks([], 1) is None
-    assert encode_token_blocks([0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1], 2) == [
+    assert encode_token_blocks([1, 2, 3], 2) is None  # not whole blocks
+    assert encode_token_blocks([0, 23, 24, 255, 256, 65535, 65536, 2**31 - 1], 2) == [
         b"\x00\x17",
         b"\x18\x18\x18\xff",
         b"\x19\x01\x00\x19\xff\xff",
-        b"\x1a\x00\x01\x00\x00\x1a\xff\xff\xff\xff",
+        b"\x1a\x00\x01\x00\x00\x1a\x7f\xff\xff\xff",
     ]
+
+
+@given(
+    tokens=st.lists(
+        st.one_of(
+            st.integers(0, 2**31 - 1),
+            st.integers(2**31 - 3, 2**31 + 3),
+            st.booleans(),
+            st.builds(_MyInt, st.integers(0, 1000)),
+        ),
+        max_size=40,
+    )
+)
+def test_exact_int31_records_accepts_exact_ints_in_range_only(tokens: list[int]) -> None:
+    records = exact_int31_records(tokens)
+    if all(type(t) is int and 0 <= t < 2**31 for t in tokens):
+        assert records is not None
+        assert records[5:] == b"".join(b"i" + t.to_bytes(4, "little") for t in tokens)
+    else:
+        assert records is None
 
 
 @pytest.mark.parametrize("algo", ALGOS)

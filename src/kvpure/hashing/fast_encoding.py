@@ -1,21 +1,26 @@
 """Token encoders for the fast prompt hasher: a whole prompt's tokens at once, or a few.
 
 The reference canonical-CBOR encoder is :mod:`kvpure.hashing.cbor`; these encode only
-token ids that are plain ints in ``[0, 2**32)`` and leave everything else to it.
-:func:`encode_token_blocks` encodes every token of a prompt as CBOR array items in a
-handful of C-level passes and returns them grouped by block. :func:`cbor_token_run` does
-the same for a few tokens, one by one, without the whole-prompt setup.
+token ids that are exact ints in a range and leave everything else to it (they return
+None). :func:`encode_token_blocks` encodes every token of a prompt as CBOR array items in
+a handful of C-level passes and returns them grouped by block. :func:`cbor_token_items`
+encodes one block's tokens by table lookup.
+
+Both first check the ids with :func:`exact_int31_records`: ``marshal`` (C) writes an
+exact int in ``[-2**31, 2**31)`` as ``b"i"`` and 4 little-endian bytes and anything else
+(a bool, an int subclass, a bigger int, another object) otherwise or not at all, so one
+call both checks every id and lays out its bytes for the passes that follow.
 """
 
 from __future__ import annotations
 
 import functools
+import marshal
 import struct
-import sys
-from array import array
 from collections.abc import Callable, Sequence
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import itemgetter
+from typing import cast
 
 from kvpure.hashing.cbor import cbor_head
 
@@ -26,6 +31,7 @@ __all__ = [
     "cbor_token_run",
     "cbor_token_table",
     "encode_token_blocks",
+    "exact_int31_records",
 ]
 
 
@@ -33,6 +39,35 @@ _UINT_BELOW_256 = tuple(cbor_head(0, value) for value in range(256))
 
 _PACK_HEAD_U16 = struct.Struct(">BH").pack
 _PACK_HEAD_U32 = struct.Struct(">BI").pack
+
+_MARSHAL_INT = ord("i")  # marshal's TYPE_INT: 4 bytes follow, little-endian, signed
+
+
+def exact_int31_records(token_ids: Sequence[int]) -> bytes | None:
+    """``marshal.dumps(token_ids, 2)`` if every id is an exact int in ``[0, 2**31)``, else None.
+
+    ``token_ids`` must be a list or a tuple (anything else gives None). The result is a
+    5-byte head and then one 5-byte record per id: ``b"i"`` and the id's 4 bytes,
+    little-endian. Why that proves the ids' type: marshal writes ``b"i"`` and exactly 4
+    bytes for an exact int in 32-bit range and nothing else (a bool is one byte, a bigger
+    int is ``b"l"`` and its digits, an int subclass cannot be marshalled); if every 5th
+    byte from the head is ``b"i"`` and the length is 5 per id, the first record that was
+    not an int would have started with ``b"i"``, so there is none. Version 2 writes no
+    back-references. The top bit of each id's last byte is its sign.
+    """
+    count = len(token_ids)
+    try:
+        # marshal refuses what is not a list or tuple (ValueError), as it refuses odd ids
+        records = marshal.dumps(cast("list[int]", token_ids), 2)
+    except ValueError:  # an object marshal cannot write (an int subclass, ...)
+        return None
+    if (
+        len(records) != 5 + 5 * count
+        or records[5::5].count(_MARSHAL_INT) != count
+        or not records[9::5].isascii()  # a negative id
+    ):
+        return None
+    return records
 
 
 def cbor_token_run(token_ids: Sequence[int]) -> bytes | None:
@@ -72,8 +107,7 @@ def cbor_token_table() -> tuple[bytes, ...]:
 
 def cbor_token_items(token_ids: Sequence[int]) -> bytes | None:
     """The CBOR items of a block's tokens; None if one is not an int in [0, 2**32)."""
-    count = len(token_ids)
-    if count < 2 or tuple(map(type, token_ids)).count(int) != count or min(token_ids) < 0:
+    if len(token_ids) < 2 or exact_int31_records(token_ids) is None:
         return cbor_token_run(token_ids)  # one by one; it refuses what it cannot encode
     try:
         return b"".join(itemgetter(*token_ids)(cbor_token_table()))
@@ -81,16 +115,24 @@ def cbor_token_items(token_ids: Sequence[int]) -> bytes | None:
         return cbor_token_run(token_ids)
 
 
+def all_plain_ints(values: Sequence[object]) -> bool:
+    """Whether every value is exactly an int (not a bool or another int subclass)."""
+    return tuple(map(type, values)).count(int) == len(values)
+
+
 # ---------------------------------------------------------------------------
 # CBOR token encodings for a whole prompt, in a handful of C-level passes.
 #
-# The ids become 4-byte ints (``array``: this also rejects ids out of range), cut into four
-# byte planes. A per-token class flag (0: < 24, 1: one byte, 3: two, 7: four) is the OR of
-# translated planes (bitwise OR of the planes read as big ints). Each token then becomes six
-# 16-bit lanes: the CBOR head byte, four value bytes (big-endian), a separator. Lanes that the
-# encoding leaves out hold U+0100; the separator lane of a block's last token holds U+0101.
-# Decoding as UTF-16, splitting at U+0101 and encoding each piece as latin-1 while ignoring
-# what latin-1 cannot hold (U+0100) leaves each block's token bytes.
+# marshal lays out each id's 4 bytes (little-endian); they are cut into four byte planes.
+# A per-token class (0: < 24, 1: one value byte, 3: two, 7: four) is the OR of translated
+# planes (the planes read as big ints). Each token then becomes five 16-bit lanes: the
+# CBOR head byte and the four value bytes, big-endian; a lane that the token's encoding
+# leaves out has its high byte set (U+0100 and up). Decoding the lanes as UTF-16 and
+# encoding the text as latin-1, ignoring what latin-1 cannot hold, leaves every token's
+# CBOR item, back to back. Each block's length is the sum of its tokens' item lengths (a
+# byte plane too), summed per block by one multiplication: multiplying the plane, read as
+# a big int, by 0x0101...01 (g ones) puts in each byte the sum of it and the g - 1 bytes
+# before it (no carries while g * 5 < 256).
 # ---------------------------------------------------------------------------
 
 
@@ -103,59 +145,61 @@ _NONZERO_3 = _translation(lambda b: 3 if b else 0)
 _NONZERO_7 = _translation(lambda b: 7 if b else 0)
 _CBOR_LEAD = _translation(lambda f: {1: 0x18, 3: 0x19, 7: 0x1A}.get(f, 0))
 _DROP_IF_0 = _translation(lambda f: 1 if f == 0 else 0)
-_DROP_IF_1 = _translation(lambda f: 1 if f <= 1 else 0)
+_DROP_IF_BELOW_3 = _translation(lambda f: 1 if f <= 1 else 0)
 _DROP_UNLESS_7 = _translation(lambda f: 0 if f == 7 else 1)
+_ITEM_LENGTH = _translation(lambda f: {0: 1, 1: 2, 3: 3, 7: 5}.get(f, 0))
+
+_MAX_GROUP = 51  # 51 items of at most 5 bytes: a byte holds their total length
 
 
-def _bitwise_or(planes: Sequence[bytes]) -> bytes:
-    total = 0
-    for plane in planes:
-        total |= int.from_bytes(plane, "little")
-    return total.to_bytes(len(planes[0]), "little")
+def _group_size(block_size: int) -> int:
+    """The biggest divisor of ``block_size`` whose lengths one byte can sum."""
+    return max(g for g in range(1, min(block_size, _MAX_GROUP) + 1) if block_size % g == 0)
 
 
-def all_plain_ints(values: Sequence[object]) -> bool:
-    """Whether every value is exactly an int (not a bool or another int subclass)."""
-    return tuple(map(type, values)).count(int) == len(values)
+def _block_lengths(lengths: bytes, block_size: int) -> list[int]:
+    """The sum of each ``block_size`` consecutive bytes of ``lengths`` (items of <= 5)."""
+    count = len(lengths)
+    group = _group_size(block_size)
+    ones = int.from_bytes(b"\x01" * group, "little")
+    sums = (int.from_bytes(lengths, "little") * ones).to_bytes(count + group, "little")
+    group_sums = sums[group - 1 : count : group]
+    per_block = block_size // group
+    if per_block == 1:
+        return list(group_sums)
+    return list(map(sum, zip(*[iter(group_sums)] * per_block, strict=True)))
 
 
 def encode_token_blocks(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
     """Each block's tokens as CBOR array items (no array head), or None.
 
-    None when a token is not a plain int in ``[0, 2**32)``: the caller then uses the
-    reference encoder.
+    ``token_ids`` holds whole blocks. None when it is empty, or is not a list or a tuple,
+    or a token is not an exact int in ``[0, 2**31)``: the caller then uses the reference
+    encoder.
     """
     count = len(token_ids)
-    if count == 0 or not all_plain_ints(token_ids):
+    if count == 0 or block_size < 1 or count % block_size:
         return None
-    try:
-        words = array("I", token_ids)
-    except OverflowError:
+    records = exact_int31_records(token_ids)
+    if records is None:
         return None
-    if words.itemsize != 4:  # pragma: no cover - every supported platform has 4-byte C ints
-        return None
-    if sys.byteorder != "little":  # pragma: no cover
-        words.byteswap()
-    raw = words.tobytes()
-    b0, b1, b2, b3 = raw[0::4], raw[1::4], raw[2::4], raw[3::4]
-    flags = _bitwise_or(
-        (
-            b0.translate(_AT_LEAST_24),
-            b1.translate(_NONZERO_3),
-            b2.translate(_NONZERO_7),
-            b3.translate(_NONZERO_7),
-        )
+    b0, b1, b2, b3 = records[6::5], records[7::5], records[8::5], records[9::5]
+    classes = (
+        int.from_bytes(b0.translate(_AT_LEAST_24), "little")
+        | int.from_bytes(b1.translate(_NONZERO_3), "little")
+        | int.from_bytes(b2.translate(_NONZERO_7), "little")
     )
-    lanes = bytearray(12 * count)
-    lanes[0::12] = flags.translate(_CBOR_LEAD)  # the head byte, then the value big-endian
-    lanes[1::12] = flags.translate(_DROP_IF_0)
+    if b3.count(0) != count:  # ids of 2**24 and more (no vocabulary has them)
+        classes |= int.from_bytes(b3.translate(_NONZERO_7), "little")
+    flags = classes.to_bytes(count, "little")
+    lanes = bytearray(10 * count)
+    lanes[0::10] = flags.translate(_CBOR_LEAD)  # the head byte, then the value big-endian
+    lanes[1::10] = flags.translate(_DROP_IF_0)  # below 24 the value is the head
     drop_unless_7 = flags.translate(_DROP_UNLESS_7)
-    lanes[2::12], lanes[3::12] = b3, drop_unless_7
-    lanes[4::12], lanes[5::12] = b2, drop_unless_7
-    lanes[6::12], lanes[7::12] = b1, flags.translate(_DROP_IF_1)
-    lanes[8::12] = b0
-    lanes[10::12] = (bytes(block_size - 1) + b"\x01") * (count // block_size)
-    lanes[11::12] = b"\x01" * count
-    blocks = lanes.decode("utf-16-le").split("\u0101")
-    blocks.pop()  # the empty text after the last separator
-    return list(map(str.encode, blocks, repeat("latin-1"), repeat("ignore")))
+    lanes[2::10], lanes[3::10] = b3, drop_unless_7
+    lanes[4::10], lanes[5::10] = b2, drop_unless_7
+    lanes[6::10], lanes[7::10] = b1, flags.translate(_DROP_IF_BELOW_3)
+    lanes[8::10] = b0
+    items = lanes.decode("utf-16-le").encode("latin-1", "ignore")
+    offsets = list(accumulate(_block_lengths(flags.translate(_ITEM_LENGTH), block_size)))
+    return list(map(items.__getitem__, map(slice, [0, *offsets[:-1]], offsets)))

@@ -82,9 +82,6 @@ _DIGEST_FNS: dict[str, Callable[[bytes], bytes]] = {
 }
 
 
-_CBOR_DIGEST_FNS = {name: fn for name, fn in _DIGEST_FNS.items() if HASH_ALGORITHMS[name]}
-
-
 # ---------------------------------------------------------------------------
 # Checks
 # ---------------------------------------------------------------------------
@@ -147,18 +144,22 @@ def _extra_parts(extras: tuple[object, ...], memo: dict[int, bytes]) -> list[byt
     return parts
 
 
+_PLAIN_ATOMS = frozenset({str, int, bytes})
+_PLAIN_TYPES = frozenset({str, int, bytes, tuple})
+
+
 def _is_plain_key(value: object) -> bool:
     """Whether ``value`` is built of exact str, int and bytes in exact tuples only.
 
     For such values equality implies the same CBOR bytes (not so in general:
     ``(1,) == (True,) == (1.0,)``), so they may key a cache by value.
     """
-    kind = type(value)
-    if kind is str or kind is int or kind is bytes:
-        return True
-    if kind is tuple and isinstance(value, tuple):
-        return all(map(_is_plain_key, value))
-    return False
+    if type(value) is tuple:
+        kinds = set(map(type, value))
+        if kinds <= _PLAIN_ATOMS:  # the usual: names and numbers
+            return True
+        return kinds <= _PLAIN_TYPES and all(map(_is_plain_key, value))
+    return type(value) in _PLAIN_ATOMS
 
 
 _plain_keys_cbor = functools.lru_cache(maxsize=1024)(cbor_dumps)
@@ -176,7 +177,7 @@ def _extra_keys_cbor(extra: object) -> bytes:
 
 #: From this block size on, cbor2's C encoder (where installed) encodes a block's token
 #: array faster than kvpure's whole-prompt encoder; below it, kvpure's is faster.
-CBOR2_MIN_BLOCK_SIZE = 128
+CBOR2_MIN_BLOCK_SIZE = 64
 
 
 def _cbor2_token_arrays(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
@@ -214,11 +215,17 @@ def _cbor_tails(
     if token_parts is None:
         return None
     extra_parts = _extra_parts(extras, {})
-    grouped = zip(repeat(cbor_head(4, block_size)), token_parts, extra_parts)
+    grouped = zip(repeat(_array_head(block_size)), token_parts, extra_parts)
     return list(map(b"".join, grouped))
 
 
 _PAYLOAD_HEADS = tuple(b"\x83" + cbor_head(2, size) for size in range(256))
+_ARRAY_HEADS = tuple(cbor_head(4, size) for size in range(1024))
+
+
+def _array_head(size: int) -> bytes:
+    """The CBOR head of an array of ``size`` items."""
+    return _ARRAY_HEADS[size] if size < 1024 else cbor_head(4, size)
 
 
 def _cbor_head_of_payload(parent: bytes) -> bytes:
@@ -251,9 +258,10 @@ def one_block_hasher(
 
         return hash_pickled
     extra_part = cbor_dumps(extra_keys)
-    array_head = cbor_head(4, block_size)
-
+    array_head = _array_head(block_size)
     heads = _PAYLOAD_HEADS
+    sha256 = hashlib.sha256
+    sha = algo_name == "sha256_cbor"
 
     def hash_cbor(parent: bytes, tokens: Sequence[int]) -> bytes:
         items = cbor_token_items(tokens)
@@ -261,7 +269,8 @@ def one_block_hasher(
             return digest(cbor_dumps((parent, tuple(tokens), extra_keys)))
         size = len(parent)
         head = heads[size] if size < 256 else b"\x83" + cbor_head(2, size)
-        return digest(b"".join((head, parent, array_head, items, extra_part)))
+        payload = b"".join((head, parent, array_head, items, extra_part))
+        return sha256(payload).digest() if sha else digest(payload)
 
     return hash_cbor
 
@@ -335,13 +344,16 @@ def hash_token_blocks(
             return [hashlib.sha256(pickle.dumps((parent, block, extra_keys[0]), 5)).digest()]
         if algo_name == "xxhash":
             return [xxhash.xxh3_128_digest(pickle.dumps((parent, block, extra_keys[0]), 5))]
-        digest = _CBOR_DIGEST_FNS.get(algo_name)
-        if digest is not None and type(parent) is bytes:
+        sha = algo_name == "sha256_cbor"
+        if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
             items = cbor_token_items(block)
             if items is not None:
                 extra = _extra_keys_cbor(extra_keys[0])
                 head = _cbor_head_of_payload(parent)
-                return [digest(b"".join((head, parent, cbor_head(4, block_size), items, extra)))]
+                payload = b"".join((head, parent, _array_head(block_size), items, extra))
+                if sha:
+                    return [hashlib.sha256(payload).digest()]
+                return [xxhash.xxh3_128_digest(payload)]
     known = HASH_ALGORITHMS.get(algo_name)
     num_tokens = num_blocks * block_size
     if known is None or block_size < 1 or len(token_ids) < num_tokens:
@@ -422,7 +434,7 @@ def _cbor_one_by_one(
 ) -> list[bytes]:
     """Block by block, the tokens encoded one by one (few tokens, or out of the domain)."""
     digest = _DIGEST_FNS[algo_name]
-    array_head = cbor_head(4, block_size)
+    array_head = _array_head(block_size)
     out = []
     start = 0
     for extra in extras:
