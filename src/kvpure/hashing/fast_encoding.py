@@ -170,16 +170,34 @@ def _block_lengths(lengths: bytes, block_size: int) -> list[int]:
     return list(map(sum, zip(*[iter(group_sums)] * per_block, strict=True)))
 
 
+_CHUNK_TOKENS = 4096  # a chunk's buffers (some 100 kB) stay in the CPU's cache
+
+
 def encode_token_blocks(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
     """Each block's tokens as CBOR array items (no array head), or None.
 
     ``token_ids`` holds whole blocks. None when it is empty, or is not a list or a tuple,
     or a token is not an exact int in ``[0, 2**31)``: the caller then uses the reference
-    encoder.
+    encoder. Long prompts are encoded a few thousand tokens at a time.
     """
     count = len(token_ids)
     if count == 0 or block_size < 1 or count % block_size:
         return None
+    chunk = max(block_size, _CHUNK_TOKENS // block_size * block_size)
+    if count <= chunk:
+        return _encode_chunk(token_ids, block_size)
+    blocks: list[bytes] = []
+    for start in range(0, count, chunk):
+        part = _encode_chunk(token_ids[start : start + chunk], block_size)
+        if part is None:
+            return None
+        blocks += part
+    return blocks
+
+
+def _encode_chunk(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
+    """:func:`encode_token_blocks` of whole blocks, all at once."""
+    count = len(token_ids)
     records = exact_int31_records(token_ids)
     if records is None:
         return None

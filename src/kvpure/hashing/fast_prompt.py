@@ -36,17 +36,19 @@ from kvpure.hashing.cbor import cbor_head
 from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
 
 
-def _cbor2_canonical_dumps() -> Callable[[object], bytes] | None:
-    """vLLM's own CBOR encoder, where installed (the dev extra installs it), else None."""
+def _cbor2_canonical_dumps() -> tuple[Callable[[object], bytes] | None, type[Exception]]:
+    """vLLM's own CBOR encoder, where installed (the dev extra installs it), else None; and
+    the base class of the errors it raises for what it cannot encode."""
     try:
         import cbor2
     except ImportError:  # cbor2 is optional
-        return None
+        return None, Exception
     dumps: Callable[[object], bytes] = functools.partial(cbor2.dumps, canonical=True)
-    return dumps
+    return dumps, cbor2.CBOREncodeError
 
 
-_CBOR2_DUMPS = _cbor2_canonical_dumps()
+_CBOR2_DUMPS, _CBOR2_ERROR = _cbor2_canonical_dumps()
+
 
 __all__ = [
     "HASH_ALGORITHMS",
@@ -165,14 +167,26 @@ def _is_plain_key(value: object) -> bool:
 _plain_keys_cbor = functools.lru_cache(maxsize=1024)(cbor_dumps)
 """A pure memo of the reference encoder, called only for :func:`_is_plain_key` values."""
 
+_PLAIN_KEYS_BY_ID: dict[int, tuple[object, bytes]] = {}
+"""The encodings of the plain extra keys last seen, by the identity of the object (which
+each entry holds, so that its id is not reused while the entry lives): callers hand the
+same extra-keys object block after block. A pure memo; cleared when it holds 256."""
+
 
 def _extra_keys_cbor(extra: object) -> bytes:
     """One block's encoded extra keys; the usual ones (LoRA, salt) from a bounded memo."""
     if extra is None:
         return b"\xf6"
-    if _is_plain_key(extra):
-        return _plain_keys_cbor(extra)
-    return cbor_dumps(extra)
+    seen = _PLAIN_KEYS_BY_ID.get(id(extra))
+    if seen is not None and seen[0] is extra:
+        return seen[1]
+    if not _is_plain_key(extra):
+        return cbor_dumps(extra)
+    part = _plain_keys_cbor(extra)
+    if len(_PLAIN_KEYS_BY_ID) >= 256:
+        _PLAIN_KEYS_BY_ID.clear()
+    _PLAIN_KEYS_BY_ID[id(extra)] = (extra, part)
+    return part
 
 
 #: From this block size on, cbor2's C encoder (where installed) encodes a block's token
@@ -183,13 +197,32 @@ CBOR2_MIN_BLOCK_SIZE = 64
 def _cbor2_token_arrays(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
     """Each block's token array (head and items) as cbor2 encodes ``tuple(tokens)``.
 
-    None where cbor2 is not installed.
+    None where cbor2 is not installed, or cannot encode a token (the reference encoder
+    then raises kvpure's error).
     """
     dumps = _CBOR2_DUMPS
     if dumps is None:
         return None
     starts = range(0, len(token_ids), block_size)
-    return list(map(dumps, (tuple(token_ids[i : i + block_size]) for i in starts)))
+    try:
+        return list(map(dumps, (tuple(token_ids[i : i + block_size]) for i in starts)))
+    except _CBOR2_ERROR:
+        return None
+
+
+def _token_array(tokens: tuple[int, ...]) -> bytes | None:
+    """One block's token array (head and items), or None if a token is out of the domain.
+
+    cbor2 encodes it where installed and the block is big; else the token table does.
+    """
+    size = len(tokens)
+    if size >= CBOR2_MIN_BLOCK_SIZE and _CBOR2_DUMPS is not None:
+        try:
+            return _CBOR2_DUMPS(tokens)
+        except _CBOR2_ERROR:
+            return None
+    items = cbor_token_items(tokens)
+    return None if items is None else _array_head(size) + items
 
 
 def _cbor_tails(
@@ -252,25 +285,32 @@ def one_block_hasher(
     digest = _DIGEST_FNS[algo_name]
     if not cbor:
         dumps = pickle.dumps
+        if algo_name == "sha256":
+            sha256 = hashlib.sha256
+
+            def sha256_pickled(parent: bytes, tokens: Sequence[int]) -> bytes:
+                return sha256(dumps((parent, tuple(tokens), extra_keys), 5)).digest()
+
+            return sha256_pickled
 
         def hash_pickled(parent: bytes, tokens: Sequence[int]) -> bytes:
             return digest(dumps((parent, tuple(tokens), extra_keys), 5))
 
         return hash_pickled
     extra_part = cbor_dumps(extra_keys)
-    array_head = _array_head(block_size)
     heads = _PAYLOAD_HEADS
-    sha256 = hashlib.sha256
+    sha256_ = hashlib.sha256
     sha = algo_name == "sha256_cbor"
 
     def hash_cbor(parent: bytes, tokens: Sequence[int]) -> bytes:
-        items = cbor_token_items(tokens)
-        if items is None or type(parent) is not bytes or len(tokens) != block_size:
-            return digest(cbor_dumps((parent, tuple(tokens), extra_keys)))
+        block = tuple(tokens)
+        array = _token_array(block) if len(block) == block_size else None
+        if array is None or type(parent) is not bytes:
+            return digest(cbor_dumps((parent, block, extra_keys)))
         size = len(parent)
         head = heads[size] if size < 256 else b"\x83" + cbor_head(2, size)
-        payload = b"".join((head, parent, array_head, items, extra_part))
-        return sha256(payload).digest() if sha else digest(payload)
+        payload = b"".join((head, parent, array, extra_part))
+        return sha256_(payload).digest() if sha else digest(payload)
 
     return hash_cbor
 
@@ -346,11 +386,10 @@ def hash_token_blocks(
             return [xxhash.xxh3_128_digest(pickle.dumps((parent, block, extra_keys[0]), 5))]
         sha = algo_name == "sha256_cbor"
         if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
-            items = cbor_token_items(block)
-            if items is not None:
+            array = _token_array(block)
+            if array is not None:
                 extra = _extra_keys_cbor(extra_keys[0])
-                head = _cbor_head_of_payload(parent)
-                payload = b"".join((head, parent, _array_head(block_size), items, extra))
+                payload = b"".join((_cbor_head_of_payload(parent), parent, array, extra))
                 if sha:
                     return [hashlib.sha256(payload).digest()]
                 return [xxhash.xxh3_128_digest(payload)]
