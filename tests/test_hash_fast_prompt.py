@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvpure.errors import CborEncodeError, InvalidFieldError, UnknownHashAlgorithmError
+from kvpure.hashing.cbor import canonical_cbor_dumps
 from kvpure.hashing.fast_encoding import (
     cbor_token_items,
     encode_token_blocks,
@@ -27,6 +28,8 @@ from kvpure.hashing.fast_prompt import (
     CBOR2_MIN_BLOCK_SIZE,
     HASH_ALGORITHMS,
     _cbor_tails,
+    _encode_extra,
+    _is_plain_key,
     block_payloads,
     hash_token_blocks,
     one_block_hasher,
@@ -425,3 +428,28 @@ def test_big_blocks_equal_the_oracle_through_either_token_encoder(
     without = _cbor_tails(tokens, block_size, extras, use_cbor2=False)
     if without is not None:  # kvpure's own encoder: plain ids in [0, 2**32) only
         assert without == with_cbor2
+
+
+# --- extra keys: cbor2 for the plain ones, kvpure's encoder for the rest -------------------
+
+
+def _plain_by_definition(value: object) -> bool:
+    if type(value) is tuple:
+        return all(_plain_by_definition(item) for item in value)
+    return type(value) in (str, int, bytes)
+
+
+@given(value=st.one_of(extra_values, extra_keys_of_block))
+def test_extra_keys_encoding_equals_the_reference_and_cbor2(value: object) -> None:
+    assert _is_plain_key(value) == _plain_by_definition(value)
+    expected = cbor2.dumps(value, canonical=True)
+    assert canonical_cbor_dumps(value) == expected
+    assert _encode_extra(value, {}) == expected
+
+
+def test_extra_keys_kvpure_cannot_encode_raise_its_error_though_cbor2_could() -> None:
+    value = ("lora", frozenset({1}))
+    assert not _is_plain_key(value)
+    assert cbor2.dumps(value, canonical=True)  # vLLM's encoder takes a set; kvpure's refuses
+    with pytest.raises(CborEncodeError):
+        _encode_extra(value, {})

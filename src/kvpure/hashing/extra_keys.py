@@ -178,20 +178,28 @@ def steady_extra_keys(profile: VllmHashProfile, request: HashRequest) -> ExtraKe
     return (_LORA_KEY[profile.extra_key_style](request),)
 
 
+def _lora_and_salt_keys(
+    profile: VllmHashProfile, request: HashRequest
+) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """The LoRA key (of every block) and the cache-salt key (of block 0), each as a tuple
+    of one key, or empty where the request has none."""
+    style = profile.extra_key_style
+    lora = () if request.lora_name is None else (_LORA_KEY[style](request),)
+    salt = (_SINGLE_KEY[style](_CACHE_SALT_TAG, request.cache_salt),) if request.cache_salt else ()
+    return lora, salt
+
+
 def _uniform_extra_keys(
     profile: VllmHashProfile, request: HashRequest, start_token_idx: int, num_blocks: int
 ) -> list[ExtraKeys]:
     """The keys every block has without its multimodal items (embeddings excluded): the
     LoRA key or nothing, plus the cache salt on block 0. Built once, shared by the blocks.
     """
-    past_mm = len(request.mm_features)  # a multimodal scan that starts past the last item
-    first, _ = generate_block_hash_extra_keys(
-        profile, request, start_token_idx, start_token_idx + 1, past_mm
-    )
-    if start_token_idx != 0 or num_blocks == 1:
-        return [first] * num_blocks
-    rest, _ = generate_block_hash_extra_keys(profile, request, 1, 2, past_mm)
-    return [first, *([rest] * (num_blocks - 1))]
+    lora, salt = _lora_and_salt_keys(profile, request)
+    rest = lora or None
+    if start_token_idx != 0:
+        return [rest] * num_blocks
+    return [(*lora, *salt) or None, *([rest] * (num_blocks - 1))]
 
 
 def _prompt_extra_keys_with_mm(
@@ -199,26 +207,25 @@ def _prompt_extra_keys_with_mm(
 ) -> list[ExtraKeys]:
     """A prompt's keys from token 0: the uniform keys, except where a multimodal item is.
 
-    Scanning from the first block, vLLM's multimodal index never skips an item, so a
-    block's multimodal keys are those of the items overlapping it; the scan is run from
-    the first such item for those blocks only.
+    Scanning from the first block, vLLM's multimodal index never skips an item, and the
+    items are sorted and do not overlap (``HashRequest`` checks), so a block's multimodal
+    keys are those of the items overlapping it, in order: each item is added to the
+    blocks it overlaps, between the LoRA key and (block 0) the cache salt.
     """
     result = _uniform_extra_keys(profile, request, 0, num_blocks)
-    features = request.mm_features
-    touched = sorted(
-        {
-            index
-            for feature in features
-            for index in range(feature.offset // block_size, (feature.end - 1) // block_size + 1)
-            if index < num_blocks
-        }
-    )
-    for index in touched:
-        start = index * block_size
-        first = _resume_first_overlapping(features, start)
-        result[index], _ = generate_block_hash_extra_keys(
-            profile, request, start, start + block_size, first
-        )
+    make_key = _MM_KEY[profile.extra_key_style]
+    mm_keys: dict[int, list[object]] = {}
+    for feature in request.mm_features:
+        offset = feature.offset
+        last = min((offset + feature.length - 1) // block_size, num_blocks - 1)
+        for index in range(offset // block_size, last + 1):
+            keys = mm_keys.get(index)
+            if keys is None:
+                keys = mm_keys[index] = []
+            keys.append(make_key(feature.identifier, offset - index * block_size))
+    lora, salt = _lora_and_salt_keys(profile, request)
+    for index, keys in mm_keys.items():
+        result[index] = (*lora, *keys, *salt) if index == 0 else (*lora, *keys)
     return result
 
 

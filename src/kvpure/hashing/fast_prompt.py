@@ -140,10 +140,20 @@ def _extra_parts(extras: tuple[object, ...], memo: dict[int, bytes]) -> list[byt
             key: object = tuple(map(id, extra)) if type(extra) is tuple else id(extra)
             part = by_items.get(key)
             if part is None:
-                part = by_items[key] = cbor_memo(extra, memo)
+                part = by_items[key] = _encode_extra(extra, memo)
             previous, previous_part = extra, part
         append(previous_part)
     return parts
+
+
+def _encode_extra(extra: object, memo: dict[int, bytes]) -> bytes:
+    """One extra-keys value's CBOR: by cbor2 (C, vLLM's own encoder) where it is installed
+    and the value is plain (:func:`_is_plain_key`: for those kvpure's encoder and cbor2
+    agree, as a property test checks); else by kvpure's encoder, which raises kvpure's
+    error for what it cannot encode."""
+    if _CBOR2_DUMPS is not None and _is_plain_key(extra):
+        return _CBOR2_DUMPS(extra)
+    return cbor_memo(extra, memo)
 
 
 _PLAIN_ATOMS = frozenset({str, int, bytes})
