@@ -220,6 +220,34 @@ def _cbor2_token_arrays(token_ids: Sequence[int], block_size: int) -> list[bytes
         return None
 
 
+def _cbor2_tails(
+    token_ids: Sequence[int], block_size: int, extras: tuple[object, ...]
+) -> list[bytes] | None:
+    """Each block's payload tail (token array, extra keys) from one cbor2 call per block.
+
+    cbor2 encodes ``(tokens, extra)``; its first byte (the pair's array head) is dropped.
+    None where cbor2 is not installed, cannot encode a token, or an extra-keys value is
+    not plain (:func:`_is_plain_key`; kvpure's encoder then encodes those, and raises
+    kvpure's error for what it cannot encode).
+    """
+    dumps = _CBOR2_DUMPS
+    if dumps is None:
+        return None
+    plain: set[int] = set()  # ids of the extra-keys objects found plain (extras holds them)
+    for extra in extras:
+        if extra is not None and id(extra) not in plain:
+            if not _is_plain_key(extra):
+                return None
+            plain.add(id(extra))
+    starts = range(0, len(token_ids), block_size)
+    blocks = (tuple(token_ids[i : i + block_size]) for i in starts)
+    try:
+        pairs = list(map(dumps, zip(blocks, extras, strict=True)))
+    except _CBOR2_ERROR:
+        return None
+    return [pair[1:] for pair in pairs]
+
+
 def _token_array(tokens: tuple[int, ...]) -> bytes | None:
     """One block's token array (head and items), or None if a token is out of the domain.
 
@@ -251,6 +279,10 @@ def _cbor_tails(
     used = token_ids if len(token_ids) == num_tokens else token_ids[:num_tokens]
     if use_cbor2 is None:
         use_cbor2 = block_size >= CBOR2_MIN_BLOCK_SIZE
+    if use_cbor2:
+        tails = _cbor2_tails(used, block_size, extras)
+        if tails is not None:
+            return tails
     arrays = _cbor2_token_arrays(used, block_size) if use_cbor2 else None
     if arrays is not None:
         return list(map(b"".join, zip(arrays, _extra_parts(extras, {}), strict=True)))
