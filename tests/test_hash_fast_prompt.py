@@ -263,10 +263,19 @@ def test_errors_name_the_field() -> None:
     assert parents_count.value.field == "parents"
 
 
-def test_cbor_rejects_what_it_cannot_encode() -> None:
+@pytest.mark.parametrize(
+    ("block_size", "num_blocks"),
+    [(16, 4), (16, 1), (CBOR2_MIN_BLOCK_SIZE, 2), (CBOR2_MIN_BLOCK_SIZE, 1), (256, 1)],
+)
+def test_cbor_rejects_what_it_cannot_encode(block_size: int, num_blocks: int) -> None:
+    # cbor2 could encode a frozenset; kvpure's encoder cannot, on every path alike
+    tokens = list(range(block_size * num_blocks))
     with pytest.raises(CborEncodeError) as err:
-        hash_token_blocks("sha256_cbor", b"p", list(range(64)), 16, [(frozenset({1}),)] * 4)
+        hash_token_blocks("sha256_cbor", b"p", tokens, block_size, [(frozenset({1}),)] * num_blocks)
     assert err.value.type_name == "frozenset"
+
+
+def test_pickle_takes_any_picklable_extra_keys() -> None:
     # pickle serialises any picklable object, exactly as vLLM would
     extras = [(frozenset({1}),), None]
     assert hash_token_blocks("sha256", b"p", list(range(32)), 16, extras) == oracle_chain(
