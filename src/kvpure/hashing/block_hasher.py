@@ -134,6 +134,8 @@ def extend_block_hashes(
         new_token_ids = tuple(new_token_ids)  # a PVector's slice: the hashers index it
     digests = chain_hasher(scheme.algorithm, parent, new_token_ids, block_size, extra_keys)
     # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
+    if len(digests) == 1:  # decoding: appending is cheaper than extending
+        return block_hashes.append(cast("BlockHash", digests[0]))
     return block_hashes.extend(cast("list[BlockHash]", digests))
 
 

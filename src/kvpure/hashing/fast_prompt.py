@@ -72,6 +72,11 @@ _FEW_TOKENS = 48  # up to this many tokens, one by one beats the whole-prompt en
 _FEW_PICKLE_BLOCKS = 4  # up to this many blocks, slicing beats setting up zip
 
 
+_SHA256 = hashlib.sha256
+_XXH3_128 = xxhash.xxh3_128_digest
+_PICKLE_DUMPS = pickle.dumps
+
+
 def _sha256_digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()  # (hashlib's sha256 object has no one-call digest)
 
@@ -423,9 +428,9 @@ def hash_token_blocks(
     if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
         block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
         if algo_name == "sha256":
-            return [hashlib.sha256(pickle.dumps((parent, block, extra_keys[0]), 5)).digest()]
+            return [_SHA256(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5)).digest()]
         if algo_name == "xxhash":
-            return [xxhash.xxh3_128_digest(pickle.dumps((parent, block, extra_keys[0]), 5))]
+            return [_XXH3_128(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5))]
         sha = algo_name == "sha256_cbor"
         if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
             array = _token_array(block)
@@ -433,8 +438,8 @@ def hash_token_blocks(
                 extra = _extra_keys_cbor(extra_keys[0])
                 payload = b"".join((_cbor_head_of_payload(parent), parent, array, extra))
                 if sha:
-                    return [hashlib.sha256(payload).digest()]
-                return [xxhash.xxh3_128_digest(payload)]
+                    return [_SHA256(payload).digest()]
+                return [_XXH3_128(payload)]
     known = HASH_ALGORITHMS.get(algo_name)
     num_tokens = num_blocks * block_size
     if known is None or block_size < 1 or len(token_ids) < num_tokens:

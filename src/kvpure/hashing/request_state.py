@@ -223,6 +223,8 @@ class RequestBlockHashes:
         elif node[1]:
             pending = _pending_tokens(node)
             pending.extend(token_ids)
+        elif type(token_ids) is list or type(token_ids) is tuple:
+            return _hash_pending(hashed, token_ids, chain_hasher)  # read, never kept
         else:
             pending = list(token_ids)
         return _hash_pending(hashed, pending, chain_hasher)
@@ -239,7 +241,7 @@ class RequestBlockHashes:
 
 
 def _hash_pending(
-    hashed: _Hashed, pending: list[int], chain_hasher: TokenBlockChainHasher
+    hashed: _Hashed, pending: Sequence[int], chain_hasher: TokenBlockChainHasher
 ) -> RequestBlockHashes:
     """The state whose tokens after ``hashed`` are ``pending``, its full blocks hashed."""
     context, block_size, hashes, first, chunks, num_hashed = hashed
@@ -249,6 +251,15 @@ def _hash_pending(
         if plan is not None and num_hashed >= plan.steady_start and (chain_hasher is _FAST):
             hash_block = plan.hash_block
             parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
+            if num_full == block_size:  # the decoding step: one block
+                block = tuple(pending) if len(pending) == block_size else tuple(pending[:num_full])
+                hashes = hashes.append(hash_block(parent, block))
+                chunks = (chunks, block)
+                hashed = (context, block_size, hashes, first, chunks, num_hashed + num_full)
+                new = _new_object(RequestBlockHashes)
+                rest = pending[num_full:] if len(pending) > num_full else ()
+                _set_field(new, "_state", _state_of(hashed, rest))
+                return new
             for block_start in range(0, num_full, block_size):
                 block = (
                     tuple(pending)
@@ -280,7 +291,7 @@ class _Joined(Sequence[int]):
 
     __slots__ = ("_hashed", "_tail")
 
-    def __init__(self, hashed: _Hashed, tail: list[int]) -> None:
+    def __init__(self, hashed: _Hashed, tail: Sequence[int]) -> None:
         self._hashed = hashed
         self._tail = tail
 
