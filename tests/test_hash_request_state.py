@@ -170,3 +170,33 @@ def test_repr_names_the_public_fields() -> None:
     text = repr(state.append_output_token_ids(4))
     assert "all_token_ids=pvector([1, 2, 3, 4])" in text
     assert "block_hashes=pvector([" in text
+
+
+@given(
+    prompt=st.lists(TOKENS, min_size=0, max_size=40),
+    step=st.lists(TOKENS, min_size=1, max_size=40),
+    algo=ALGORITHMS,
+    block_size=st.sampled_from((1, 4, 16)),
+    with_extras=st.booleans(),
+    as_tuple=st.booleans(),
+)
+def test_appending_a_list_does_not_keep_the_callers_list(
+    prompt: list[int],
+    step: list[int],
+    algo: str,
+    block_size: int,
+    with_extras: bool,
+    as_tuple: bool,
+) -> None:
+    scheme = HashScheme.from_seed(
+        algorithm=algo, block_size=block_size, seed="0", profile=VLLM_0_26
+    )
+    request = _request(prompt, with_extras)
+    state = RequestBlockHashes.start(scheme, request)
+    appended = list(step)
+    after = state.append_output_token_ids(tuple(appended) if as_tuple else appended)
+    tokens_before, hashes_before = list(after.all_token_ids), list(after.block_hashes)
+    appended[:] = [0] * len(appended)  # the caller reuses its list
+    assert list(after.all_token_ids) == tokens_before == prompt + step
+    assert list(after.block_hashes) == hashes_before
+    assert hashes_before == _reference_hashes(scheme, request, prompt + step)
