@@ -162,7 +162,6 @@ def _encode_extra(extra: object, memo: dict[int, bytes]) -> bytes:
 
 
 _PLAIN_ATOMS = frozenset({str, int, bytes})
-_PLAIN_TYPES = frozenset({str, int, bytes, tuple})
 
 
 def _is_plain_key(value: object) -> bool:
@@ -171,12 +170,16 @@ def _is_plain_key(value: object) -> bool:
     For such values equality implies the same CBOR bytes (not so in general:
     ``(1,) == (True,) == (1.0,)``), so they may key a cache by value.
     """
-    if type(value) is tuple:
-        kinds = set(map(type, value))
-        if kinds <= _PLAIN_ATOMS:  # the usual: names and numbers
-            return True
-        return kinds <= _PLAIN_TYPES and all(map(_is_plain_key, value))
-    return type(value) in _PLAIN_ATOMS
+    if type(value) is not tuple:
+        return type(value) in _PLAIN_ATOMS
+    for item in value:  # one loop, no call per item: this runs once per distinct key
+        kind = type(item)
+        if kind is tuple:
+            if not (set(map(type, item)) <= _PLAIN_ATOMS or _is_plain_key(item)):
+                return False
+        elif kind not in _PLAIN_ATOMS:
+            return False
+    return True
 
 
 _plain_keys_cbor = functools.lru_cache(maxsize=1024)(cbor_dumps)
