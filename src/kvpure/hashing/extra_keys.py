@@ -114,14 +114,13 @@ def generate_block_hash_extra_keys(
     in vLLM's function of the same name.
     """
     style = profile.extra_key_style
-    keys: list[object] = []
-    if request.lora_name is not None:
-        keys.append(_LORA_KEY[style](request))
+    lora, salt = _lora_and_salt_keys(profile, request)
+    keys: list[object] = [*lora]
     next_mm_idx = _mm_keys(
         request.mm_features, start_token_idx, end_token_idx, start_mm_idx, _MM_KEY[style], keys
     )
-    if start_token_idx == 0 and request.cache_salt:
-        keys.append(_SINGLE_KEY[style](_CACHE_SALT_TAG, request.cache_salt))
+    if start_token_idx == 0:
+        keys += salt
     embeds = request.prompt_embeds
     if embeds is not None:
         digest = hashlib.sha256(embeds.rows_bytes(start_token_idx, end_token_idx)).digest()
@@ -173,9 +172,8 @@ def steady_extra_keys_start(request: HashRequest, block_size: int) -> int | None
 
 def steady_extra_keys(profile: VllmHashProfile, request: HashRequest) -> ExtraKeys:
     """The extra keys of every block from :func:`steady_extra_keys_start` on."""
-    if request.lora_name is None:
-        return None
-    return (_LORA_KEY[profile.extra_key_style](request),)
+    lora, _ = _lora_and_salt_keys(profile, request)
+    return lora or None
 
 
 def _lora_and_salt_keys(

@@ -26,7 +26,6 @@ from kvpure.hashing.cbor import cbor_head
 
 __all__ = [
     "CBOR_TOKEN_TABLE_SIZE",
-    "all_plain_ints",
     "cbor_token_items",
     "cbor_token_run",
     "cbor_token_table",
@@ -113,11 +112,6 @@ def cbor_token_items(token_ids: Sequence[int]) -> bytes | None:
         return b"".join(itemgetter(*token_ids)(cbor_token_table()))
     except IndexError:  # an id past the table
         return cbor_token_run(token_ids)
-
-
-def all_plain_ints(values: Sequence[object]) -> bool:
-    """Whether every value is exactly an int (not a bool or another int subclass)."""
-    return tuple(map(type, values)).count(int) == len(values)
 
 
 # ---------------------------------------------------------------------------

@@ -152,12 +152,11 @@ def _extra_parts(extras: tuple[object, ...], memo: dict[int, bytes]) -> list[byt
 
 
 def _encode_extra(extra: object, memo: dict[int, bytes]) -> bytes:
-    """One extra-keys value's CBOR: by cbor2 (C, vLLM's own encoder) where it is installed
-    and the value is plain (:func:`_is_plain_key`: for those kvpure's encoder and cbor2
-    agree, as a property test checks); else by kvpure's encoder, which raises kvpure's
-    error for what it cannot encode."""
-    if _CBOR2_DUMPS is not None and _is_plain_key(extra):
-        return _CBOR2_DUMPS(extra)
+    """One extra-keys value's CBOR: a plain one (:func:`_is_plain_key`) by
+    :data:`_PLAIN_KEYS_DUMPS`; any other by kvpure's encoder, which raises kvpure's error
+    for what it cannot encode."""
+    if _is_plain_key(extra):
+        return _PLAIN_KEYS_DUMPS(extra)
     return cbor_memo(extra, memo)
 
 
@@ -182,8 +181,12 @@ def _is_plain_key(value: object) -> bool:
     return True
 
 
-_plain_keys_cbor = functools.lru_cache(maxsize=1024)(cbor_dumps)
-"""A pure memo of the reference encoder, called only for :func:`_is_plain_key` values."""
+_PLAIN_KEYS_DUMPS: Callable[[object], bytes] = _CBOR2_DUMPS or cbor_dumps
+"""The encoder of :func:`_is_plain_key` values: cbor2 (C) where installed, else kvpure's;
+for those values the two write the same bytes (a property test checks)."""
+
+_plain_keys_cbor = functools.lru_cache(maxsize=1024)(_PLAIN_KEYS_DUMPS)
+"""A pure memo of :data:`_PLAIN_KEYS_DUMPS`, called only for :func:`_is_plain_key` values."""
 
 _PLAIN_KEYS_BY_ID: dict[int, tuple[object, bytes]] = {}
 """The encodings of the plain extra keys last seen, by the identity of the object (which
@@ -212,48 +215,40 @@ def _extra_keys_cbor(extra: object) -> bytes:
 CBOR2_MIN_BLOCK_SIZE = 64
 
 
-def _cbor2_token_arrays(token_ids: Sequence[int], block_size: int) -> list[bytes] | None:
-    """Each block's token array (head and items) as cbor2 encodes ``tuple(tokens)``.
-
-    None where cbor2 is not installed, or cannot encode a token (the reference encoder
-    then raises kvpure's error).
-    """
-    dumps = _CBOR2_DUMPS
-    if dumps is None:
-        return None
-    starts = range(0, len(token_ids), block_size)
-    try:
-        return list(map(dumps, (tuple(token_ids[i : i + block_size]) for i in starts)))
-    except _CBOR2_ERROR:
-        return None
-
-
 def _cbor2_tails(
     token_ids: Sequence[int], block_size: int, extras: tuple[object, ...]
 ) -> list[bytes] | None:
-    """Each block's payload tail (token array, extra keys) from one cbor2 call per block.
+    """Each block's payload tail (token array, extra keys), the token arrays by cbor2.
 
-    cbor2 encodes ``(tokens, extra)``; its first byte (the pair's array head) is dropped.
-    None where cbor2 is not installed, cannot encode a token, or an extra-keys value is
-    not plain (:func:`_is_plain_key`; kvpure's encoder then encodes those, and raises
-    kvpure's error for what it cannot encode).
+    Where every extra-keys value is plain (:func:`_is_plain_key`), one cbor2 call per
+    block encodes ``(tokens, extra)`` and the pair's array head (its first byte) is
+    dropped; else the extra keys are encoded by :func:`_extra_parts`. None where cbor2 is
+    not installed or cannot encode a token (the caller then falls back to kvpure's
+    encoders, which raise kvpure's error).
     """
     dumps = _CBOR2_DUMPS
     if dumps is None:
         return None
-    plain: set[int] = set()  # ids of the extra-keys objects found plain (extras holds them)
-    for extra in extras:
-        if extra is not None and id(extra) not in plain:
-            if not _is_plain_key(extra):
-                return None
-            plain.add(id(extra))
     starts = range(0, len(token_ids), block_size)
     blocks = (tuple(token_ids[i : i + block_size]) for i in starts)
     try:
-        pairs = list(map(dumps, zip(blocks, extras, strict=True)))
+        if _all_plain_or_none(extras):
+            return [pair[1:] for pair in map(dumps, zip(blocks, extras, strict=True))]
+        arrays = list(map(dumps, blocks))
     except _CBOR2_ERROR:
         return None
-    return [pair[1:] for pair in pairs]
+    return list(map(b"".join, zip(arrays, _extra_parts(extras, {}), strict=True)))
+
+
+def _all_plain_or_none(extras: tuple[object, ...]) -> bool:
+    """Whether every extra-keys value is None or plain, each distinct object checked once."""
+    plain: set[int] = set()  # ids of the objects found plain (``extras`` holds them all)
+    for extra in extras:
+        if extra is not None and id(extra) not in plain:
+            if not _is_plain_key(extra):
+                return False
+            plain.add(id(extra))
+    return True
 
 
 def _token_array(tokens: tuple[int, ...]) -> bytes | None:
@@ -287,13 +282,9 @@ def _cbor_tails(
     used = token_ids if len(token_ids) == num_tokens else token_ids[:num_tokens]
     if use_cbor2 is None:
         use_cbor2 = block_size >= CBOR2_MIN_BLOCK_SIZE
-    if use_cbor2:
-        tails = _cbor2_tails(used, block_size, extras)
-        if tails is not None:
-            return tails
-    arrays = _cbor2_token_arrays(used, block_size) if use_cbor2 else None
-    if arrays is not None:
-        return list(map(b"".join, zip(arrays, _extra_parts(extras, {}), strict=True)))
+    tails = _cbor2_tails(used, block_size, extras) if use_cbor2 else None
+    if tails is not None:
+        return tails
     token_parts = encode_token_blocks(used, block_size)
     if token_parts is None:
         return None
@@ -334,22 +325,19 @@ def one_block_hasher(
     cbor = _check_algo(algo_name)
     digest = _DIGEST_FNS[algo_name]
     if not cbor:
-        dumps = pickle.dumps
-        if algo_name == "sha256":
-            sha256 = hashlib.sha256
+        if algo_name == "sha256":  # no wrapper call around hashlib on this hot path
 
             def sha256_pickled(parent: bytes, tokens: Sequence[int]) -> bytes:
-                return sha256(dumps((parent, tuple(tokens), extra_keys), 5)).digest()
+                return _SHA256(_PICKLE_DUMPS((parent, tuple(tokens), extra_keys), 5)).digest()
 
             return sha256_pickled
 
         def hash_pickled(parent: bytes, tokens: Sequence[int]) -> bytes:
-            return digest(dumps((parent, tuple(tokens), extra_keys), 5))
+            return digest(_PICKLE_DUMPS((parent, tuple(tokens), extra_keys), 5))
 
         return hash_pickled
     extra_part = cbor_dumps(extra_keys)
     heads = _PAYLOAD_HEADS
-    sha256_ = hashlib.sha256
     sha = algo_name == "sha256_cbor"
 
     def hash_cbor(parent: bytes, tokens: Sequence[int]) -> bytes:
@@ -360,7 +348,7 @@ def one_block_hasher(
         size = len(parent)
         head = heads[size] if size < 256 else b"\x83" + cbor_head(2, size)
         payload = b"".join((head, parent, array, extra_part))
-        return sha256_(payload).digest() if sha else digest(payload)
+        return _SHA256(payload).digest() if sha else digest(payload)
 
     return hash_cbor
 

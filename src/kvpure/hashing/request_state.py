@@ -251,24 +251,16 @@ def _hash_pending(
         if plan is not None and num_hashed >= plan.steady_start and (chain_hasher is _FAST):
             hash_block = plan.hash_block
             parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
-            if num_full == block_size:  # the decoding step: one block
+            if num_full == block_size:  # the decoding step: one block, no loop
                 block = tuple(pending) if len(pending) == block_size else tuple(pending[:num_full])
                 hashes = hashes.append(hash_block(parent, block))
                 chunks = (chunks, block)
-                hashed = (context, block_size, hashes, first, chunks, num_hashed + num_full)
-                new = _new_object(RequestBlockHashes)
-                rest = pending[num_full:] if len(pending) > num_full else ()
-                _set_field(new, "_state", _state_of(hashed, rest))
-                return new
-            for block_start in range(0, num_full, block_size):
-                block = (
-                    tuple(pending)
-                    if num_full == len(pending) == block_size
-                    else tuple(pending[block_start : block_start + block_size])
-                )
-                parent = hash_block(parent, block)
-                hashes = hashes.append(parent)
-                chunks = (chunks, block)
+            else:
+                for block_start in range(0, num_full, block_size):
+                    block = tuple(pending[block_start : block_start + block_size])
+                    parent = hash_block(parent, block)
+                    hashes = hashes.append(parent)
+                    chunks = (chunks, block)
         else:
             hashes = extend_block_hashes(
                 context.scheme,
@@ -280,7 +272,9 @@ def _hash_pending(
             chunks = (chunks, tuple(pending[:num_full]))
         hashed = (context, block_size, hashes, first, chunks, num_hashed + num_full)
     new = _new_object(RequestBlockHashes)
-    _set_field(new, "_state", _state_of(hashed, pending[num_full:]))
+    _set_field(
+        new, "_state", _state_of(hashed, pending[num_full:] if len(pending) > num_full else ())
+    )
     return new
 
 
