@@ -298,17 +298,7 @@ class FreeKVCacheBlockQueue:
         """
         root = self._root
         before: KVCacheBlock = root.prev_free_block  # type: ignore[assignment]  # the ring is closed
-        last = before
-        for block in blocks:
-            if block._queue is not None:
-                raise self._reject_batch("append_n", before, root, last, block)
-            block._queue = self
-            block.prev_free_block = last
-            last.next_free_block = block
-            last = block
-        last.next_free_block = root
-        root.prev_free_block = last
-        self._num_free_blocks += len(blocks)
+        self._link_batch("append_n", before, root, blocks)
 
     def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
         """Put ``blocks`` at the front (evicted first), ``blocks[0]`` first.
@@ -317,10 +307,20 @@ class FreeKVCacheBlockQueue:
         """
         root = self._root
         after: KVCacheBlock = root.next_free_block  # type: ignore[assignment]  # the ring is closed
-        last = root
+        self._link_batch("prepend_n", root, after, blocks)
+
+    def _link_batch(
+        self,
+        operation: str,
+        before: KVCacheBlock,
+        after: KVCacheBlock,
+        blocks: Sequence[KVCacheBlock],
+    ) -> None:
+        """Link ``blocks`` in order between the adjacent ``before`` and ``after``."""
+        last = before
         for block in blocks:
             if block._queue is not None:
-                raise self._reject_batch("prepend_n", root, after, last, block)
+                raise self._reject_batch(operation, before, after, last, block)
             block._queue = self
             block.prev_free_block = last
             last.next_free_block = block
