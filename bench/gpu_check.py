@@ -29,9 +29,7 @@ from typing import TypeVar
 
 import torch
 
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig, PlannerSettings
-from kvpure.planning import get_kv_cache_configs
+from kvpure.planning.planner import get_kv_cache_configs
 from kvpure.specs import (
     AttentionSpec,
     FullAttentionSpec,
@@ -40,6 +38,8 @@ from kvpure.specs import (
     MambaSpec,
     SlidingWindowSpec,
 )
+from kvpure.specs.kv_cache_config import KVCacheConfig, PlannerSettings
+from kvpure.specs.layer_map import LayerMap
 from kvpure_gpu import (
     KVCache,
     LayerKVCache,

@@ -16,8 +16,7 @@ from typing import TypedDict
 
 from hypothesis import strategies as st
 
-from kvpure.layers import LayerMap
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
@@ -32,6 +31,7 @@ from kvpure.specs import (
     SlidingWindowMLASpec,
     SlidingWindowSpec,
 )
+from kvpure.specs.layer_map import LayerMap
 
 DTYPES = [KVDtype.BFLOAT16, KVDtype.FLOAT16, KVDtype.FLOAT32, KVDtype.FLOAT8_E4M3FN, KVDtype.UINT8]
 block_sizes = st.sampled_from([1, 8, 16, 32, 64, 128])

@@ -16,7 +16,7 @@ from kvpure.interop.planning import (
     plan_case,
     plan_input,
 )
-from kvpure.planning_log import vllm_log_lines
+from kvpure.planning.log_lines import vllm_log_lines
 from tests.conftest import GOLDEN_026
 from tests.planning_golden_checks import assert_input_specs_round_trip, assert_plan_matches
 

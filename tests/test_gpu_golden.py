@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from kvpure.interop.spec_json import parse_kv_cache_spec
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 from kvpure_gpu import KVCache, materialize_kv_cache, select_kernel_block_sizes
 from tests.conftest import GOLDEN_026
 

@@ -24,8 +24,6 @@ from kvpure.errors import (
     UnsupportedDtypeError,
     UnsupportedViewError,
 )
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 from kvpure.specs import (
     FullAttentionSpec,
     KVCacheSpec,
@@ -36,6 +34,8 @@ from kvpure.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.specs.layer_map import LayerMap
 from kvpure_gpu import (
     KVCacheLayout,
     allocate_kv_cache_buffers,

@@ -13,17 +13,15 @@ from kvpure.errors import (
     WindowSizeMismatchError,
     WorkerSpecMismatchError,
 )
-from kvpure.grouping import (
+from kvpure.planning.grouping import (
     get_kv_cache_groups,
     unify_hybrid_kv_cache_specs,
     unify_kv_cache_spec_page_size,
 )
-from kvpure.grouping_dsv4 import approximate_gcd
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec
-from kvpure.planner_settings import PlannerSettings
-from kvpure.planning import get_kv_cache_configs
-from kvpure.planning_memory import resolve_kv_cache_block_sizes
+from kvpure.planning.grouping_dsv4 import approximate_gcd
+from kvpure.planning.memory import resolve_kv_cache_block_sizes
+from kvpure.planning.planner import get_kv_cache_configs
+from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     EncoderOnlyAttentionSpec,
@@ -37,6 +35,8 @@ from kvpure.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
+from kvpure.specs.layer_map import LayerMap
 
 F32 = KVDtype.FLOAT32
 BF16 = KVDtype.BFLOAT16

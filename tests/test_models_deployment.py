@@ -6,15 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvpure.errors import InvalidFieldError
-from kvpure.models.deployment import (
-    AttentionBackend,
-    Deployment,
+from kvpure.cli.option_values import (
     parse_bool,
     parse_max_model_len,
     parse_memory_bytes,
     parse_positive_int,
 )
+from kvpure.errors import InvalidFieldError
+from kvpure.models.deployment import AttentionBackend, Deployment
 
 
 @pytest.mark.parametrize(
@@ -27,7 +26,7 @@ from kvpure.models.deployment import (
         ("512MiB", 512 * 2**20),
         ("0.5GiB", 2**29),
         ("1.25 GiB", 5 * 2**28),
-        ("17179869184", 17179869184),
+        ("17179869184B", 17179869184),
         ("2G", 2 * 2**30),
         ("1TiB", 2**40),
     ],
@@ -38,15 +37,16 @@ def test_memory_sizes(text: str, expected: int) -> None:
 
 @pytest.mark.parametrize("text", ["foo", "", "GiB", "-1GiB", "12 parsecs", "1.2.3GiB"])
 def test_bad_memory_sizes_name_the_option(text: str) -> None:
+    """Each bad size names the flag and the text given."""
     with pytest.raises(InvalidFieldError) as info:
         parse_memory_bytes(text)
     assert info.value.field == "--kv-cache-memory"
     assert info.value.value == text
 
 
-@given(st.integers(min_value=0, max_value=2**20), st.sampled_from(["GiB", "MiB", "KiB", ""]))
+@given(st.integers(min_value=0, max_value=2**20), st.sampled_from(["GiB", "MiB", "KiB", "B"]))
 def test_whole_binary_sizes_are_exact(number: int, unit: str) -> None:
-    scale = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "": 1}[unit]
+    scale = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1}[unit]
     assert parse_memory_bytes(f"{number}{unit}") == number * scale
 
 
@@ -128,3 +128,33 @@ def test_backend_facts() -> None:
     assert AttentionBackend.CUTLASS_MLA.default_block_size == 128
     assert AttentionBackend.FLASH_ATTN.default_block_size == 16
     assert AttentionBackend.FLASH_ATTN.kernel_block_alignment == 16
+
+
+@pytest.mark.parametrize("text", ["24", "17179869184", " 8 "])
+def test_a_size_without_a_unit_is_refused_naming_the_units(text: str) -> None:
+    with pytest.raises(InvalidFieldError) as info:
+        parse_memory_bytes(text)
+    assert "needs a unit" in str(info.value)
+    assert "GiB" in str(info.value)
+    assert "GB" in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["9" * 5000, "1" * 41 + "GiB", "2000000PiB", "2EiB"])
+def test_huge_or_endless_sizes_are_refused(text: str) -> None:
+    with pytest.raises(InvalidFieldError) as info:
+        parse_memory_bytes(text)
+    assert info.value.field == "--kv-cache-memory"
+
+
+def test_the_largest_size_is_one_exbibyte() -> None:
+    assert parse_memory_bytes("1048576TiB") == 2**60
+    with pytest.raises(InvalidFieldError):
+        parse_memory_bytes("1048577TiB")
+
+
+@pytest.mark.parametrize("text", ["9" * 5000, "1" * 41])
+def test_endless_counts_are_refused(text: str) -> None:
+    with pytest.raises(InvalidFieldError):
+        parse_positive_int(text, field="--block-size")
+    with pytest.raises(InvalidFieldError):
+        parse_max_model_len(text)

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
+from kvpure.cli.plan_options import deployment_from_options
 from kvpure.errors import KVPureValueError
 from kvpure.interop.planning import parse_planning_input, render_plan
 from kvpure.models.architectures import model_layout
-from kvpure.models.cli_options import deployment_from_options
 from kvpure.models.config import parse_model_config
 from kvpure.models.derive import DerivedSpecs, derive_kv_cache_specs
-from kvpure.planning import get_kv_cache_configs
+from kvpure.planning.planner import get_kv_cache_configs
 from tests.conftest import GOLDEN_026
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

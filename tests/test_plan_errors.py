@@ -16,11 +16,11 @@ from kvpure.errors import (
     WorkerSpecMismatchError,
     format_gib,
 )
-from kvpure.layers import LayerMap
-from kvpure.planner_settings import PlannerSettings
-from kvpure.planning import get_kv_cache_configs
-from kvpure.planning_memory import check_enough_kv_cache_memory, estimate_max_model_len
+from kvpure.planning.memory import check_enough_kv_cache_memory, estimate_max_model_len
+from kvpure.planning.planner import get_kv_cache_configs
+from kvpure.settings import PlannerSettings
 from kvpure.specs import FullAttentionSpec, KVCacheSpec, KVDtype
+from kvpure.specs.layer_map import LayerMap
 
 SPEC = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype=KVDtype.BFLOAT16)
 LLAMA = LayerMap.from_pairs((f"layers.{i}", SPEC) for i in range(32))

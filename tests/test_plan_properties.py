@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 from kvpure.errors import InsufficientKVCacheMemoryError
 from kvpure.interop.planning import parse_kv_cache_spec, render_kv_cache_spec
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig
-from kvpure.planner_settings import PlannerSettings
-from kvpure.planning import KVCachePlan, get_kv_cache_configs
-from kvpure.planning_tensors import pool_bytes_per_block
+from kvpure.planning.planner import KVCachePlan, get_kv_cache_configs
+from kvpure.planning.tensors import pool_bytes_per_block
+from kvpure.settings import PlannerSettings
 from kvpure.specs import KVCacheSpec
+from kvpure.specs.kv_cache_config import KVCacheConfig
+from kvpure.specs.layer_map import LayerMap
 from tests.strategies_specs import layouts, planner_settings, specs, worker_splits
 
 

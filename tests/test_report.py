@@ -13,14 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvpure.cli.plan_options import deployment_from_options
+from kvpure.cli.plan_output import config_report_output
 from kvpure.interop.planning import parse_planning_input
 from kvpure.models.architectures import model_layout
-from kvpure.models.cli_options import deployment_from_options
 from kvpure.models.config import parse_model_config
-from kvpure.planning import get_kv_cache_configs
-from kvpure.report import build_capacity_report
-from kvpure.report_plan import capacity_report, config_report_output
-from kvpure.report_text import describe_layers, format_bytes, render_report, report_to_json
+from kvpure.planning.planner import get_kv_cache_configs
+from kvpure.report.capacity import build_capacity_report
+from kvpure.report.model_plan import capacity_report
+from kvpure.report.text import describe_layers, format_bytes, render_report, report_to_json
 from kvpure.specs import cdiv
 from tests.test_models_golden import CASES, derive, example, golden
 
@@ -240,7 +241,7 @@ def test_sweep_gives_one_row_per_value_and_rows_for_what_does_not_fit() -> None:
 def test_llama3_blocks_are_memory_over_two_mib(mib: int) -> None:
     memory = mib * 2**20
     layout = model_layout(parse_model_config(example("llama3_8b.json")))
-    deployment = deployment_from_options({"kv_cache_memory": str(memory), "max_model_len": "16"})
+    deployment = deployment_from_options({"kv_cache_memory": f"{memory}B", "max_model_len": "16"})
     report = capacity_report(layout, deployment, with_suggestion=False)
     # 32 layers x (16 tokens x 8 heads x 256 values x 2 bytes) = 2 MiB per block.
     assert report.num_blocks == memory // (2 * 2**20)

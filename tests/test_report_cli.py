@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvpure.cli import main
-from kvpure.models.cli_options import OPTIONS
+from kvpure.cli.plan_options import OPTIONS
 from tests.conftest import GOLDEN_026
 
 ROOT = Path(__file__).resolve().parents[1]

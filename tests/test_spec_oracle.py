@@ -15,7 +15,7 @@ import pytest
 
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import parse_kv_cache_spec, render_kv_cache_spec
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 from tests.conftest import DATA_DIR
 

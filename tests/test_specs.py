@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 
 from kvpure.errors import InvalidFieldError, SpecMergeError, WindowSizeMismatchError
-from kvpure.layers import LayerMap
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
@@ -29,6 +28,7 @@ from kvpure.specs import (
     get_kv_quant_mode,
     merge_specs,
 )
+from kvpure.specs.layer_map import LayerMap
 
 BF16 = KVDtype.BFLOAT16
 

@@ -74,13 +74,6 @@ from kvpure.free_queue import (
     KVCacheBlock,
     KVCacheBlockCopy,
 )
-from kvpure.grouping import (
-    KVCacheGrouping,
-    PaddingFact,
-    get_kv_cache_groups,
-    unify_hybrid_kv_cache_specs,
-    unify_kv_cache_spec_page_size,
-)
 from kvpure.hashing import (
     VLLM_0_26,
     VLLM_0_33,
@@ -108,9 +101,6 @@ from kvpure.hashing import (
     none_hash_seed_from_environment,
     resolve_block_hashes,
 )
-from kvpure.layers import (
-    LayerMap,
-)
 from kvpure.models.architectures import (
     SUPPORTED_ARCHITECTURES,
     model_layout,
@@ -133,25 +123,18 @@ from kvpure.models.layout import (
     Mamba2Layer,
     ModelLayout,
 )
-from kvpure.plan import (
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheTensor,
-    PlannerSettings,
+from kvpure.planning.grouping import (
+    KVCacheGrouping,
+    PaddingFact,
+    get_kv_cache_groups,
+    unify_hybrid_kv_cache_specs,
+    unify_kv_cache_spec_page_size,
 )
-from kvpure.planning import (
-    AutoFitFact,
-    KVCachePlan,
-    NumBlocksOverrideFact,
-    WorkerPlanFacts,
-    generate_scheduler_kv_cache_config,
-    get_kv_cache_configs,
-)
-from kvpure.planning_log import (
+from kvpure.planning.log_lines import (
     LogLine,
     vllm_log_lines,
 )
-from kvpure.planning_memory import (
+from kvpure.planning.memory import (
     check_enough_kv_cache_memory,
     estimate_max_model_len,
     get_kv_cache_capacity,
@@ -159,21 +142,29 @@ from kvpure.planning_memory import (
     max_memory_usage_bytes_from_groups,
     resolve_kv_cache_block_sizes,
 )
-from kvpure.planning_tensors import (
+from kvpure.planning.planner import (
+    AutoFitFact,
+    KVCachePlan,
+    NumBlocksOverrideFact,
+    WorkerPlanFacts,
+    generate_scheduler_kv_cache_config,
+    get_kv_cache_configs,
+)
+from kvpure.planning.tensors import (
     get_kv_cache_config_from_groups,
 )
-from kvpure.report import (
+from kvpure.report.capacity import (
     CapacityReport,
     GroupReport,
     ModelSummary,
     WasteReport,
     build_capacity_report,
 )
-from kvpure.report_plan import (
+from kvpure.report.model_plan import (
     capacity_report,
     plan_deployment,
 )
-from kvpure.report_text import (
+from kvpure.report.text import (
     render_report,
     report_to_json,
 )
@@ -200,6 +191,15 @@ from kvpure.specs import (
     get_kv_cache_spec_kind,
     get_kv_cache_spec_sliding_window,
     get_kv_quant_mode,
+)
+from kvpure.specs.kv_cache_config import (
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheTensor,
+    PlannerSettings,
+)
+from kvpure.specs.layer_map import (
+    LayerMap,
 )
 
 __version__ = "0.1.0"

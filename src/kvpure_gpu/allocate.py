@@ -17,7 +17,7 @@ from types import MappingProxyType
 import torch
 
 from kvpure.errors import DeviceUnavailableError, PackedTensorMismatchError
-from kvpure.plan import KVCacheConfig
+from kvpure.specs.kv_cache_config import KVCacheConfig
 
 DeviceLike = torch.device | str | int
 """A torch device or anything ``torch.device`` accepts."""

@@ -23,7 +23,6 @@ from kvpure.errors import (
     LayerWithoutTensorError,
     UnsupportedViewError,
 )
-from kvpure.plan import KVCacheConfig
 from kvpure.specs import (
     AttentionSpec,
     EncoderOnlyAttentionSpec,
@@ -34,6 +33,7 @@ from kvpure.specs import (
     SlidingWindowMLASpec,
     UniformTypeKVCacheSpecs,
 )
+from kvpure.specs.kv_cache_config import KVCacheConfig
 from kvpure_gpu.allocate import DeviceLike, KVCacheBuffers, allocate_kv_cache_buffers
 from kvpure_gpu.dtypes import to_torch_dtype
 from kvpure_gpu.layouts import KVCacheLayout

@@ -5,7 +5,7 @@ import sys
 
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import parse_kv_cache_spec, render_kv_cache_spec
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvpure.report_plan import config_report_output
+from kvpure.cli.plan_output import config_report_output
 
 DEMO_CONFIG = "llama3_8b.json"
 DEMO_OPTIONS = {"kv_cache_memory": "24GiB"}

@@ -4,7 +4,7 @@ Which one FILE is, is decided by its content.
 
 A Hugging Face config.json (``architectures`` / ``model_type``) is read with
 the deployment options (``--kv-cache-memory``, ``--max-model-len``, ...) and
-gets the explained capacity report of ``kvpure.report_plan`` (``--json``:
+gets the explained capacity report of ``kvpure.report.model_plan`` (``--json``:
 the same facts as data; ``--sweep NAME=V1,V2``: one row per value).
 
 A planning case is a golden planning case (its ``input`` is read) or a bare
@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvpure.cli.plan_options import add_deployment_options, given_options
+from kvpure.cli.plan_output import config_report_output
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import (
     PlanningInput,
@@ -31,11 +33,10 @@ from kvpure.interop.planning import (
     render_error,
     render_plan,
 )
-from kvpure.models.cli_options import add_deployment_options, given_options
-from kvpure.planning import KVCachePlan
-from kvpure.report import build_capacity_report
-from kvpure.report_plan import config_report_output, looks_like_model_config
-from kvpure.report_text import render_report
+from kvpure.planning.planner import KVCachePlan
+from kvpure.report.capacity import build_capacity_report
+from kvpure.report.model_plan import looks_like_model_config
+from kvpure.report.text import render_report
 from kvpure.specs import UniformTypeKVCacheSpecs
 
 EXIT_PLANNING_ERROR = 2

@@ -34,11 +34,11 @@ from kvpure.interop.spec_json import (
     render_kv_cache_spec,
     render_layer_specs,
 )
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
-from kvpure.planner_settings import PlannerSettings
-from kvpure.planning import KVCachePlan, WorkerPlanFacts, get_kv_cache_configs
+from kvpure.planning.planner import KVCachePlan, WorkerPlanFacts, get_kv_cache_configs
+from kvpure.settings import PlannerSettings
 from kvpure.specs import KVCacheSpec
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.specs.layer_map import LayerMap
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from kvpure.errors import InvalidFieldError
-from kvpure.layers import LayerMap
 from kvpure.specs import (
     SPEC_CLASSES,
     AttentionSpec,
@@ -23,6 +22,7 @@ from kvpure.specs import (
     KVQuantMode,
     MambaAttentionBackendEnum,
 )
+from kvpure.specs.layer_map import LayerMap
 
 JSONObject = dict[str, Any]
 

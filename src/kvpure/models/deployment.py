@@ -9,7 +9,6 @@ functions turn command-line text into those values and raise
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
@@ -22,10 +21,6 @@ __all__ = [
     "MODEL_DTYPES",
     "AttentionBackend",
     "Deployment",
-    "parse_bool",
-    "parse_max_model_len",
-    "parse_memory_bytes",
-    "parse_positive_int",
 ]
 
 KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -144,93 +139,3 @@ class Deployment:
         _check_choice("dtype", self.dtype, MODEL_DTYPES)
         _check_choice("mamba_ssm_cache_dtype", self.mamba_ssm_cache_dtype, MODEL_DTYPES)
         _check_choice("mamba_cache_mode", self.mamba_cache_mode, MAMBA_CACHE_MODES)
-
-
-_UNITS: Final = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-    "k": 2**10,
-    "m": 2**20,
-    "g": 2**30,
-    "t": 2**40,
-}
-_SIZE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*$")
-
-
-def parse_memory_bytes(text: str, *, field: str = "--kv-cache-memory") -> int:
-    """``"24GiB"``, ``"24 GiB"``, ``"16GB"``, ``"512MiB"`` or plain bytes -> bytes.
-
-    GiB/MiB/KiB/TiB (and bare G/M/K/T) are powers of 1024, GB/MB/KB/TB powers
-    of 1000; a fractional result is rounded down to whole bytes.
-    """
-    match = _SIZE.match(text)
-    unit = match.group(2).lower() if match else ""
-    if match is None or unit not in _UNITS:
-        raise InvalidFieldError(
-            field=field,
-            value=text,
-            reason="must be a size such as 24GiB, 16GB, 512MiB or a number of bytes",
-        )
-    number = match.group(1)
-    if "." in number:
-        whole, _, frac = number.partition(".")
-        denominator: int = 10 ** len(frac)
-        return (int(whole or "0") * denominator + int(frac)) * _UNITS[unit] // denominator
-    return int(number) * _UNITS[unit]
-
-
-def parse_positive_int(text: str, *, field: str) -> int:
-    """A whole number of at least 1."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise InvalidFieldError(field=field, value=text, reason="must be a whole number") from None
-    if value < 1:
-        raise InvalidFieldError(field=field, value=value, reason="must be at least 1")
-    return value
-
-
-def parse_max_model_len(text: str, *, field: str = "--max-model-len") -> int | None:
-    """Tokens, or ``auto`` / ``-1`` (auto-fit: returns None).
-
-    As vLLM reads it: ``k``/``m`` are powers of 1000 and ``K``/``M`` powers
-    of 1024 (``32k`` = 32000, ``32K`` = 32768, ``25.6k`` = 25600).
-    """
-    cleaned = text.strip()
-    if cleaned.lower() in ("auto", "-1"):
-        return None
-    scales = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}
-    scale = scales.get(cleaned[-1:], 1)
-    digits = cleaned[:-1] if cleaned[-1:] in scales else cleaned
-    match = re.fullmatch(r"(\d+)(?:\.(\d+))?", digits)
-    if match is None:
-        raise InvalidFieldError(
-            field=field, value=text, reason="must be a number of tokens (e.g. 32768, 32K) or auto"
-        )
-    frac = match.group(2) or ""
-    denominator: int = 10 ** len(frac)
-    numerator = (int(match.group(1)) * denominator + int(frac or "0")) * scale
-    if numerator % denominator:
-        raise InvalidFieldError(field=field, value=text, reason="must be a whole number of tokens")
-    value = numerator // denominator
-    if value < 1:
-        raise InvalidFieldError(field=field, value=value, reason="must be at least 1, or auto")
-    return value
-
-
-def parse_bool(text: str, *, field: str) -> bool:
-    """``on/off``, ``true/false``, ``yes/no``, ``1/0``."""
-    cleaned = text.strip().lower()
-    if cleaned in ("on", "true", "yes", "1"):
-        return True
-    if cleaned in ("off", "false", "no", "0"):
-        return False
-    raise InvalidFieldError(field=field, value=text, reason="must be on or off")

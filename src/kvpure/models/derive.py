@@ -28,10 +28,8 @@ from math import lcm
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.layers import LayerMap
 from kvpure.models.deployment import AttentionBackend, Deployment
 from kvpure.models.layout import AttentionKind, AttentionLayer, Mamba2Layer, ModelLayout
-from kvpure.plan import AUTO_FIT_MAX_MODEL_LEN, PlannerSettings
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -43,6 +41,8 @@ from kvpure.specs import (
     cdiv,
     get_kv_quant_mode,
 )
+from kvpure.specs.kv_cache_config import AUTO_FIT_MAX_MODEL_LEN, PlannerSettings
+from kvpure.specs.layer_map import LayerMap
 
 __all__ = ["DerivedSpecs", "derive_kv_cache_specs", "pipeline_layer_ranges"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvpure.planner_settings import AUTO_FIT_MAX_MODEL_LEN, EAGLE_METHODS, PlannerSettings
-from kvpure.specs_base import KVCacheSpec, check_non_negative
-from kvpure.specs_mamba import MambaSpec
+from kvpure.settings import AUTO_FIT_MAX_MODEL_LEN, EAGLE_METHODS, PlannerSettings
+from kvpure.specs.base import KVCacheSpec, check_non_negative
+from kvpure.specs.mamba import MambaSpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from kvpure.cli.option_values import (
+    parse_bool,
+    parse_max_model_len,
+    parse_memory_bytes,
+    parse_positive_int,
+)
 from kvpure.errors import InvalidFieldError, MissingOptionError
 from kvpure.models.deployment import (
     KV_CACHE_DTYPES,
@@ -21,10 +27,6 @@ from kvpure.models.deployment import (
     MODEL_DTYPES,
     AttentionBackend,
     Deployment,
-    parse_bool,
-    parse_max_model_len,
-    parse_memory_bytes,
-    parse_positive_int,
 )
 
 __all__ = [

@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 from kvpure.errors import PlanningAssertionError, SpecMergeError
-from kvpure.specs_attention import (
+from kvpure.specs.attention import (
     FullAttentionSpec,
     full_attention_last_dim,
     merge_full_attention,
 )
-from kvpure.specs_base import (
+from kvpure.specs.base import (
     KVCacheSpec,
     KVDtype,  # noqa: F401  # beartype resolves the inherited ``dtype: KVDtype`` hint here
     KVQuantMode,  # noqa: F401  # and ``kv_quant_mode: KVQuantMode``

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvpure.errors import format_gib
-from kvpure.planning import KVCachePlan
+from kvpure.planning.planner import KVCachePlan
 
 HYBRID_DISABLED_WARNING = (
     "Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable "

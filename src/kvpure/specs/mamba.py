@@ -7,8 +7,8 @@ from enum import Enum
 from math import prod
 
 from kvpure.errors import InvalidFieldError
-from kvpure.planner_settings import PlannerSettings
-from kvpure.specs_base import (
+from kvpure.settings import PlannerSettings
+from kvpure.specs.base import (
     KVCacheSpec,
     KVDtype,
     cdiv,

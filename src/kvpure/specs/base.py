@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from enum import Enum, IntEnum
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 
 
 def cdiv(a: int, b: int) -> int:

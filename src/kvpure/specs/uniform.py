@@ -12,19 +12,19 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kvpure.errors import InvalidFieldError, PlanningAssertionError
-from kvpure.layers import LayerMap
-from kvpure.planner_settings import PlannerSettings
-from kvpure.specs_attention import (
+from kvpure.settings import PlannerSettings
+from kvpure.specs.attention import (
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
     EncoderOnlyAttentionSpec,
     FullAttentionSpec,
     SlidingWindowSpec,
 )
-from kvpure.specs_base import KVCacheSpec, cdiv
-from kvpure.specs_full_family import RSWASpec, SinkFullAttentionSpec, TQFullAttentionSpec
-from kvpure.specs_mamba import MambaSpec
-from kvpure.specs_mla import HiddenStateCacheSpec, MLAAttentionSpec, SlidingWindowMLASpec
+from kvpure.specs.base import KVCacheSpec, cdiv
+from kvpure.specs.full_family import RSWASpec, SinkFullAttentionSpec, TQFullAttentionSpec
+from kvpure.specs.layer_map import LayerMap
+from kvpure.specs.mamba import MambaSpec
+from kvpure.specs.mla import HiddenStateCacheSpec, MLAAttentionSpec, SlidingWindowMLASpec
 
 #: spec class -> uniform-type base class (vLLM's ``register_all_kvcache_specs``).
 UNIFORM_TYPE_BASE_SPEC: dict[type[KVCacheSpec], type[KVCacheSpec]] = {

@@ -18,8 +18,8 @@ from kvpure.errors import (
     SpecMergeError,
     WindowSizeMismatchError,
 )
-from kvpure.planner_settings import PlannerSettings
-from kvpure.specs_base import (
+from kvpure.settings import PlannerSettings
+from kvpure.specs.base import (
     KVCacheSpec,
     KVDtype,
     KVQuantMode,

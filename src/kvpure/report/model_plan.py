@@ -3,31 +3,26 @@
 :func:`plan_deployment` derives the specs (``kvpure.models.derive``) and runs
 the planner on them; :func:`capacity_report` explains the plan, with one
 suggestion found by planning the alternatives exactly; :func:`sweep` plans
-once per value of one option; :func:`config_report_output` is what
-``kvpure plan CONFIG.json`` prints (text or JSON), as a string.
+once per deployment of a list (typically one option walked through values).
+Everything here takes typed values; the command line's text is read in
+``kvpure.cli``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from kvpure.errors import InvalidFieldError, KVPureError, ModelConfigError
-from kvpure.interop.planning import render_error
-from kvpure.models.architectures import model_layout
-from kvpure.models.cli_options import deployment_from_options, parse_sweep
-from kvpure.models.config import parse_model_config
+from kvpure.errors import KVPureError
 from kvpure.models.deployment import Deployment
 from kvpure.models.derive import DerivedSpecs, derive_kv_cache_specs
 from kvpure.models.layout import ModelLayout
-from kvpure.planning import KVCachePlan, get_kv_cache_configs
-from kvpure.report import CapacityReport, ModelSummary, build_capacity_report
-from kvpure.report_text import SweepRow, render_report, render_sweep, report_to_json
+from kvpure.planning.planner import KVCachePlan, get_kv_cache_configs
+from kvpure.report.capacity import CapacityReport, ModelSummary, build_capacity_report
+from kvpure.report.text import SweepRow
 
 __all__ = [
     "capacity_report",
-    "config_report_output",
     "looks_like_model_config",
     "plan_deployment",
     "sweep",
@@ -115,18 +110,16 @@ def capacity_report(
 
 
 def sweep(
-    layout: ModelLayout, options: Mapping[str, str], name: str, values: tuple[str, ...]
+    layout: ModelLayout, deployments: Sequence[tuple[str, Deployment]]
 ) -> tuple[SweepRow, ...]:
-    """One report per value of option ``name`` (the others as given).
+    """One report per ``(label, deployment)``, in order.
 
-    A value that cannot be read (``--block-size 0``) raises: it is a bad
-    input. A value that reads but cannot be served (it does not fit the
-    memory, exceeds the model's length, does not divide the heads) gives a
-    row with the reason.
+    A deployment that cannot be served (it does not fit the memory, exceeds
+    the model's length, does not divide the heads) gives a row with the
+    reason instead of a report.
     """
     rows: list[SweepRow] = []
-    for value in values:
-        deployment = deployment_from_options({**options, name: value})
+    for value, deployment in deployments:
         try:
             report = capacity_report(layout, deployment, with_suggestion=False)
         except KVPureError as err:
@@ -147,43 +140,3 @@ def looks_like_model_config(data: object) -> bool:
         return False
     case_keys = {"input", "kv_cache_specs", "vllm_config", "available_memory"}
     return not case_keys & set(data) and ("architectures" in data or "model_type" in data)
-
-
-def config_report_output(
-    config: object, options: Mapping[str, str], *, sweep_text: str | None, as_json: bool
-) -> tuple[str, int]:
-    """What ``kvpure plan CONFIG.json [options]`` prints, and its exit code.
-
-    Bad input (the config, an option) raises. A deployment the planner
-    refuses (not enough memory, ...) raises too, except with ``as_json``,
-    which prints ``{"error": {"type", "vllm_type", "message"}}`` and exits 2,
-    as for planning cases.
-    """
-    layout = model_layout(parse_model_config(config))
-    if sweep_text is not None:
-        name, values = parse_sweep(sweep_text)
-        rows = sweep(layout, options, name, values)
-        if not as_json:
-            return render_sweep(name, rows), 0
-        data = {
-            "sweep": name,
-            "rows": [
-                {
-                    "value": row.value,
-                    "report": None if row.report is None else report_to_json(row.report),
-                    "error": row.error,
-                }
-                for row in rows
-            ],
-        }
-        return json.dumps(data, indent=2), 0
-    deployment = deployment_from_options(options)
-    try:
-        report = capacity_report(layout, deployment)
-    except KVPureError as err:
-        if not as_json or isinstance(err, InvalidFieldError | ModelConfigError):
-            raise
-        return json.dumps(render_error(err), indent=2), 2
-    if as_json:
-        return json.dumps(report_to_json(report), indent=2), 0
-    return render_report(report), 0

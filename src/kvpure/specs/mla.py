@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
-from kvpure.specs_attention import AttentionSpec, FullAttentionSpec, SlidingWindowSpec
-from kvpure.specs_base import (
+from kvpure.specs.attention import AttentionSpec, FullAttentionSpec, SlidingWindowSpec
+from kvpure.specs.base import (
     KVCacheSpec,
     KVDtype,  # noqa: F401  # beartype resolves the inherited ``dtype: KVDtype`` hint here
     KVQuantMode,

@@ -21,19 +21,19 @@ from kvpure.errors import (
     UnregisteredSpecError,
     WorkerSpecMismatchError,
 )
-from kvpure.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
-from kvpure.planner_settings import PlannerSettings
-from kvpure.planning_memory import (
+from kvpure.planning.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
+from kvpure.planning.memory import (
     check_enough_memory,
     estimate_max_model_len_from_groups,
     get_kv_cache_capacity,
     max_memory_usage_bytes_from_groups,
     resolve_kv_cache_block_sizes,
 )
-from kvpure.planning_tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
+from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
+from kvpure.settings import PlannerSettings
 from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, get_uniform_type_base_spec
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.specs.layer_map import LayerMap
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,11 +17,11 @@ from kvpure.errors import (
     PlanningAssertionError,
     PrefixMatchUnitError,
 )
-from kvpure.grouping import get_uniform_page_size
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec
-from kvpure.planner_settings import PlannerSettings
+from kvpure.planning.grouping import get_uniform_page_size
+from kvpure.settings import PlannerSettings
 from kvpure.specs import AttentionSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs, cdiv
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
+from kvpure.specs.layer_map import LayerMap
 
 
 def max_memory_usage_bytes(settings: PlannerSettings, specs: Iterable[KVCacheSpec]) -> int:

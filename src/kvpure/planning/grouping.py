@@ -19,14 +19,12 @@ from kvpure.errors import (
     PlanningAssertionError,
     SpecMergeError,
 )
-from kvpure.grouping_dsv4 import (
+from kvpure.planning.grouping_dsv4 import (
     annotate_eagle_groups_deepseek_v4,
     get_kv_cache_groups_uniform_groups,
     group_and_unify_kv_cache_specs,
 )
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheGroupSpec
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -41,7 +39,9 @@ from kvpure.specs import (
     cdiv,
     merge_specs,
 )
-from kvpure.specs_base import spec_type_names
+from kvpure.specs.base import spec_type_names
+from kvpure.specs.kv_cache_config import KVCacheGroupSpec
+from kvpure.specs.layer_map import LayerMap
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

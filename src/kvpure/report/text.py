@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from kvpure.report import CapacityReport, GroupReport
+from kvpure.report.capacity import CapacityReport, GroupReport
 
 __all__ = ["SweepRow", "format_bytes", "render_report", "render_sweep", "report_to_json"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvpure.specs_attention import (
+from kvpure.specs.attention import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
@@ -31,7 +31,7 @@ from kvpure.specs_attention import (
     FullAttentionSpec,
     SlidingWindowSpec,
 )
-from kvpure.specs_base import (
+from kvpure.specs.base import (
     KVCacheSpec,
     KVDtype,
     KVQuantMode,
@@ -40,10 +40,10 @@ from kvpure.specs_base import (
     nvfp4_kv_cache_full_dim,
     round_up,
 )
-from kvpure.specs_full_family import RSWASpec, SinkFullAttentionSpec, TQFullAttentionSpec
-from kvpure.specs_mamba import MambaAttentionBackendEnum, MambaSpec
-from kvpure.specs_mla import HiddenStateCacheSpec, MLAAttentionSpec, SlidingWindowMLASpec
-from kvpure.specs_uniform import (
+from kvpure.specs.full_family import RSWASpec, SinkFullAttentionSpec, TQFullAttentionSpec
+from kvpure.specs.mamba import MambaAttentionBackendEnum, MambaSpec
+from kvpure.specs.mla import HiddenStateCacheSpec, MLAAttentionSpec, SlidingWindowMLASpec
+from kvpure.specs.uniform import (
     UNIFORM_TYPE_BASE_SPEC,
     KVCacheSpecKind,
     UniformTypeKVCacheSpecs,

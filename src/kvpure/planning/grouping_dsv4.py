@@ -14,9 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from kvpure.errors import PlanningAssertionError
-from kvpure.layers import LayerMap
-from kvpure.plan import KVCacheGroupSpec
-from kvpure.planner_settings import PlannerSettings
+from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     KVCacheSpec,
     MLAAttentionSpec,
@@ -24,6 +22,8 @@ from kvpure.specs import (
     UniformTypeKVCacheSpecs,
     cdiv,
 )
+from kvpure.specs.kv_cache_config import KVCacheGroupSpec
+from kvpure.specs.layer_map import LayerMap
 
 DEEPSEEK_V4 = "deepseek_v4"
 

@@ -11,7 +11,7 @@ groups, explained next to each field.
 
 :func:`build_capacity_report` makes one from the planner's
 :class:`~kvpure.planning.KVCachePlan`;
-``kvpure.report_text`` renders it and ``kvpure.report_plan`` builds it from
+``kvpure.report.text`` renders it and ``kvpure.report.model_plan`` builds it from
 a config.json deployment.
 """
 
@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec
-from kvpure.planning import KVCachePlan
-from kvpure.planning_log import vllm_log_lines
+from kvpure.planning.log_lines import vllm_log_lines
+from kvpure.planning.planner import KVCachePlan
 from kvpure.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -32,6 +31,7 @@ from kvpure.specs import (
     cdiv,
     get_kv_cache_spec_kind,
 )
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
 
 __all__ = [
     "CapacityReport",

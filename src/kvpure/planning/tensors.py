@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvpure.errors import PlanningAssertionError
-from kvpure.grouping import get_uniform_page_size
-from kvpure.plan import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
-from kvpure.planner_settings import PlannerSettings
+from kvpure.planning.grouping import get_uniform_page_size
+from kvpure.settings import PlannerSettings
 from kvpure.specs import UniformTypeKVCacheSpecs
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 
 
 def may_override_num_blocks(settings: PlannerSettings, num_blocks: int) -> int:
