@@ -28,18 +28,20 @@ from kvpure.block_table import (
 )
 from kvpure.errors import (
     BlockTableRowOverflowError,
-    DeviceUnavailableError,
     InvalidFieldError,
-    KernelBlockSizeError,
     KVPureError,
     KVPureValueError,
+    NoCommonKernelBlockSizeError,
+    TokenPositionOutOfRangeError,
+)
+from kvpure_gpu.errors import (
+    DeviceUnavailableError,
+    KernelBlockSizeError,
     LayerWithoutGroupError,
     LayerWithoutTensorError,
     LayoutCannotExpressPageError,
-    NoCommonKernelBlockSizeError,
     PackedTensorMismatchError,
     TensorSizeNotPageMultipleError,
-    TokenPositionOutOfRangeError,
     UnsupportedDtypeError,
     UnsupportedViewError,
 )

@@ -11,19 +11,16 @@ from pathlib import Path
 import pytest
 from beartype.roar import BeartypeCallHintParamViolation
 
-from kvpure import (
+from kvpure import FreeKVCacheBlockQueue, InvalidFieldError, KVCacheBlock, KVPureError
+from kvpure.errors import (
     BlockAlreadyQueuedError,
     BlockHashAlreadySetError,
     BlockInOtherQueueError,
     BlockNotQueuedError,
-    FreeKVCacheBlockQueue,
-    InvalidFieldError,
-    KVCacheBlock,
-    KVCacheBlockCopy,
-    KVPureError,
     NoFreeBlocksError,
     NotEnoughFreeBlocksError,
 )
+from kvpure.free_queue import KVCacheBlockCopy
 from tests.conftest import GOLDEN_026, GOLDEN_033
 
 # -- the golden trace -----------------------------------------------------------

@@ -13,13 +13,11 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvpure import (
+from kvpure import FreeBlockQueueMisuseError, FreeKVCacheBlockQueue, KVCacheBlock
+from kvpure.errors import (
     BlockAlreadyQueuedError,
     BlockInOtherQueueError,
     BlockNotQueuedError,
-    FreeBlockQueueMisuseError,
-    FreeKVCacheBlockQueue,
-    KVCacheBlock,
     NoFreeBlocksError,
     NotEnoughFreeBlocksError,
 )

@@ -11,19 +11,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from kvpure.errors import (
-    DeviceUnavailableError,
-    InvalidFieldError,
-    KVCacheLayoutError,
-    LayerWithoutGroupError,
-    LayerWithoutTensorError,
-    LayoutCannotExpressPageError,
-    NoCommonKernelBlockSizeError,
-    PackedTensorMismatchError,
-    TensorSizeNotPageMultipleError,
-    UnsupportedDtypeError,
-    UnsupportedViewError,
-)
+from kvpure.errors import InvalidFieldError, NoCommonKernelBlockSizeError
 from kvpure.specs import (
     FullAttentionSpec,
     KVCacheSpec,
@@ -43,6 +31,17 @@ from kvpure_gpu import (
     materialize_kv_cache,
     select_kernel_block_sizes,
     to_torch_dtype,
+)
+from kvpure_gpu.errors import (
+    DeviceUnavailableError,
+    KVCacheLayoutError,
+    LayerWithoutGroupError,
+    LayerWithoutTensorError,
+    LayoutCannotExpressPageError,
+    PackedTensorMismatchError,
+    TensorSizeNotPageMultipleError,
+    UnsupportedDtypeError,
+    UnsupportedViewError,
 )
 
 GiB = 1 << 30

@@ -11,10 +11,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvpure.errors import (
+from kvpure.errors import KVPureNotImplementedError, KVPureValueError
+from kvpure_gpu.errors import (
     KernelBlockSizeError,
-    KVPureNotImplementedError,
-    KVPureValueError,
     LayoutCannotExpressPageError,
     TensorSizeNotPageMultipleError,
     UnsupportedViewError,

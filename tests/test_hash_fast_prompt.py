@@ -17,8 +17,9 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvpure.errors import CborEncodeError, InvalidFieldError, UnknownHashAlgorithmError
+from kvpure.errors import InvalidFieldError
 from kvpure.hashing.cbor import canonical_cbor_dumps
+from kvpure.hashing.errors import CborEncodeError, UnknownHashAlgorithmError
 from kvpure.hashing.fast_encoding import (
     cbor_token_items,
     encode_token_blocks,

@@ -8,16 +8,7 @@ import pickle
 import pytest
 from pyrsistent import pvector
 
-from kvpure.errors import (
-    BlockSizeMismatchError,
-    CborEncodeError,
-    GroupIdOutOfRangeError,
-    InvalidFieldError,
-    KVPureValueError,
-    RandomNoneHashNotRequestedError,
-    UnknownHashAlgorithmError,
-    UnknownHashProfileError,
-)
+from kvpure.errors import InvalidFieldError, KVPureValueError
 from kvpure.hashing import (
     VLLM_0_26,
     VLLM_0_33,
@@ -39,6 +30,14 @@ from kvpure.hashing import (
     random_none_hash,
     resolve_block_hashes,
     to_event_extra_keys,
+)
+from kvpure.hashing.errors import (
+    BlockSizeMismatchError,
+    CborEncodeError,
+    GroupIdOutOfRangeError,
+    RandomNoneHashNotRequestedError,
+    UnknownHashAlgorithmError,
+    UnknownHashProfileError,
 )
 
 

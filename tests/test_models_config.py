@@ -15,15 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvpure.errors import (
-    InvalidFieldError,
-    KVPureValueError,
-    MissingConfigFieldError,
-    ModelConfigError,
-    UnknownArchitectureError,
-)
+from kvpure.errors import InvalidFieldError, KVPureValueError
 from kvpure.models.architectures import SUPPORTED_ARCHITECTURES, model_layout
 from kvpure.models.config import parse_model_config
+from kvpure.models.errors import MissingConfigFieldError, ModelConfigError, UnknownArchitectureError
 from kvpure.models.layout import AttentionKind, AttentionLayer, Mamba2Layer, ModelLayout
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -339,7 +334,7 @@ def test_longrope_defaults_to_the_original_length() -> None:
 
 
 def test_model_config_errors_pickle_with_their_attributes() -> None:
-    from kvpure.errors import MissingOptionError
+    from kvpure.cli.errors import MissingOptionError
 
     for err in (
         MissingConfigFieldError(field="text_config.head_dim", architecture="Gemma3ForCausalLM"),

@@ -17,7 +17,9 @@ message), and every error pickles with those attributes intact.
     ├── KVPureNotImplementedError (NotImplementedError)
     └── KVPureRuntimeError (RuntimeError)
 
-Each area of the library keeps its leaves in its own section below.
+The core's leaves are in sections below, one per area; ``kvpure.models``,
+``kvpure.cli`` and ``kvpure_gpu`` keep theirs in their own ``errors`` modules,
+under the same root.
 """
 
 from __future__ import annotations
@@ -72,93 +74,8 @@ class InvalidFieldError(KVPureValueError):
 
 
 # ---------------------------------------------------------------------------
-# Hashing errors
+# Specs and planning errors (hashing keeps its own in kvpure.hashing.errors)
 # ---------------------------------------------------------------------------
-# (owned by the hashing area)
-
-
-class UnknownHashAlgorithmError(KVPureValueError):
-    """A hash function name vLLM does not know (vLLM raises ValueError).
-
-    ``name`` is what was given, ``valid_names`` the names vLLM accepts for
-    ``--prefix-caching-hash-algo``.
-    """
-
-    def __init__(self, *, name: str, valid_names: tuple[str, ...]) -> None:
-        super().__init__(
-            f"Unsupported hash function: {name!r}; prefix_caching_hash_algo must be one of "
-            f"{', '.join(valid_names)}"
-        )
-        self.name = name
-        self.valid_names = valid_names
-
-
-class UnknownHashProfileError(KVPureValueError):
-    """A vLLM hashing profile name kvpure does not have."""
-
-    def __init__(self, *, name: str, valid_names: tuple[str, ...]) -> None:
-        super().__init__(
-            f"unknown hashing profile {name!r}; choose one of {', '.join(valid_names)}"
-        )
-        self.name = name
-        self.valid_names = valid_names
-
-
-class RandomNoneHashNotRequestedError(KVPureValueError):
-    """No seed was given and the profile's rule for that case is a random NONE_HASH.
-
-    vLLM draws such a NONE_HASH from ``os.urandom`` in each process, so no
-    other process can reproduce its hashes. kvpure does that only when asked.
-    """
-
-    def __init__(self, *, profile: str, algorithm: str) -> None:
-        super().__init__(
-            f"profile {profile} with algorithm {algorithm} and no seed gives a random "
-            "NONE_HASH (vLLM uses os.urandom when PYTHONHASHSEED is unset); pass the "
-            "server's PYTHONHASHSEED as seed (--seed), or ask for a random NONE_HASH "
-            "explicitly (random_none_hash=True, --random-none-hash)"
-        )
-        self.profile = profile
-        self.algorithm = algorithm
-
-
-class BlockSizeMismatchError(KVPureValueError):
-    """Block hashes cannot be viewed at the requested block size (vLLM asserts)."""
-
-    def __init__(self, *, hash_block_size: int, block_size: int, reason: str) -> None:
-        super().__init__(
-            f"cannot view block hashes computed at hash_block_size={hash_block_size} "
-            f"tokens as block_size={block_size} tokens: {reason}"
-        )
-        self.hash_block_size = hash_block_size
-        self.block_size = block_size
-        self.reason = reason
-
-
-class GroupIdOutOfRangeError(KVPureValueError, OverflowError):
-    """A KV-cache group id does not fit in 4 unsigned bytes (vLLM: OverflowError)."""
-
-    def __init__(self, *, group_id: int) -> None:
-        super().__init__(
-            f"group_id={group_id} does not fit the 4-byte big-endian group id; "
-            f"it must be in 0..{2**32 - 1}"
-        )
-        self.group_id = group_id
-
-
-class CborEncodeError(KVPureValueError):
-    """A payload holds a value the canonical CBOR encoder does not encode."""
-
-    def __init__(self, *, type_name: str, reason: str) -> None:
-        super().__init__(f"cannot CBOR-encode a value of type {type_name}: {reason}")
-        self.type_name = type_name
-        self.reason = reason
-
-
-# ---------------------------------------------------------------------------
-# Spec and planning errors
-# ---------------------------------------------------------------------------
-# (owned by the planning area)
 
 
 class SpecMergeError(KVPureValueError):
@@ -419,9 +336,8 @@ class BlockInOtherQueueError(FreeBlockQueueMisuseError):
 
 
 # ---------------------------------------------------------------------------
-# GPU adapter errors
+# Block tables (kvpure.block_table)
 # ---------------------------------------------------------------------------
-# (owned by kvpure_gpu; errors that need no torch live here)
 
 
 class BlockTableRowOverflowError(KVPureValueError):
@@ -461,175 +377,3 @@ class NoCommonKernelBlockSizeError(KVPureValueError):
             "backends support (FlashAttention: a multiple of 16)"
         )
         self.block_size = block_size
-
-
-class UnsupportedDtypeError(KVPureValueError):
-    """A dtype has no counterpart on the other side (kvpure KVDtype <-> torch.dtype)."""
-
-    def __init__(self, *, dtype: str, direction: str) -> None:
-        super().__init__(
-            f"dtype {dtype} has no {direction} counterpart; use one of kvpure.specs.KVDtype"
-        )
-        self.dtype = dtype
-        self.direction = direction
-
-
-class KVCacheLayoutError(KVPureValueError):
-    """A plan does not fit its specs, so it cannot be laid out as tensors.
-
-    ``layer_name`` names the layer; the leaves add the numbers.
-    """
-
-    layer_name: str
-
-
-class LayerWithoutTensorError(KVCacheLayoutError):
-    """A layer of a KV-cache group is in no KVCacheTensor's ``shared_by``."""
-
-    def __init__(self, *, layer_name: str) -> None:
-        super().__init__(
-            f"layer {layer_name!r} is in a KV-cache group but in no KVCacheTensor's shared_by; "
-            "the plan must give every layer a tensor"
-        )
-        self.layer_name = layer_name
-
-
-class LayerWithoutGroupError(KVCacheLayoutError):
-    """A KVCacheTensor names a layer that no KV-cache group holds."""
-
-    def __init__(self, *, layer_name: str, tensor_index: int) -> None:
-        super().__init__(
-            f"layer {layer_name!r} of kv_cache_tensors[{tensor_index}] is in no KV-cache group; "
-            "the plan's tensors and groups must name the same layers"
-        )
-        self.layer_name = layer_name
-        self.tensor_index = tensor_index
-
-
-class TensorSizeNotPageMultipleError(KVCacheLayoutError):
-    """A layer's tensor is not a whole number of its pages (or packed blocks)."""
-
-    def __init__(self, *, layer_name: str, size_bytes: int, page_size_bytes: int) -> None:
-        super().__init__(
-            f"layer {layer_name!r}: tensor of {size_bytes} bytes is not a multiple of its "
-            f"page size {page_size_bytes} bytes; tensor sizes must be num_blocks * page size"
-        )
-        self.layer_name = layer_name
-        self.size_bytes = size_bytes
-        self.page_size_bytes = page_size_bytes
-
-
-class PackedTensorMismatchError(KVCacheLayoutError):
-    """Packed KVCacheTensors that must share one backing buffer disagree."""
-
-    def __init__(self, *, layer_name: str, field: str, value: int, expected: int) -> None:
-        super().__init__(
-            f"layer {layer_name!r}: packed tensor has {field}={value} but the packed buffer has "
-            f"{expected}; all packed tensors (block_stride > 0) alias one buffer and must agree"
-        )
-        self.layer_name = layer_name
-        self.field = field
-        self.value = value
-        self.expected = expected
-
-
-class LayoutCannotExpressPageError(KVCacheLayoutError):
-    """A backend layout cannot lay out this layer's pages as one strided view.
-
-    For example the kv-first ``(2, num_blocks, ...)`` layout with padded pages
-    or packed blocks (both need the block dimension first), or kernel blocks
-    smaller than a padded or packed page.
-    """
-
-    def __init__(self, *, layer_name: str, layout: str, reason: str) -> None:
-        super().__init__(f"layer {layer_name!r}: layout {layout} cannot express it: {reason}")
-        self.layer_name = layer_name
-        self.layout = layout
-        self.reason = reason
-
-
-class KernelBlockSizeError(KVCacheLayoutError):
-    """A kernel block size does not split a layer's blocks evenly."""
-
-    def __init__(self, *, layer_name: str, block_size: int, kernel_block_size: int) -> None:
-        super().__init__(
-            f"layer {layer_name!r}: kernel block size {kernel_block_size} tokens does not divide "
-            f"the block size {block_size} tokens; choose a kernel block size that divides it"
-        )
-        self.layer_name = layer_name
-        self.block_size = block_size
-        self.kernel_block_size = kernel_block_size
-
-
-class DeviceUnavailableError(KVPureRuntimeError):
-    """The device asked for (``cuda`` by default) is not available on this machine."""
-
-    def __init__(self, *, device: str) -> None:
-        super().__init__(
-            f"device {device!r} is not available here; pass device='cpu' or device='meta' "
-            "(no memory is touched on meta) or run on a machine with that device"
-        )
-        self.device = device
-
-
-class UnsupportedViewError(KVPureNotImplementedError):
-    """kvpure_gpu has no view for this spec (a kind of spec or quantisation vLLM lays out
-    with backend-specific code)."""
-
-    def __init__(self, *, layer_name: str, reason: str) -> None:
-        super().__init__(f"layer {layer_name!r}: no KV-cache view for it: {reason}")
-        self.layer_name = layer_name
-        self.reason = reason
-
-
-# ---------------------------------------------------------------------------
-# Interop and model-config errors
-# ---------------------------------------------------------------------------
-# (owned by interop and the model-config reader)
-
-# --- model-config reader (kvpure.models) -----------------------------------
-
-
-class ModelConfigError(KVPureValueError):
-    """A model's config.json cannot be turned into per-layer KV cache specs."""
-
-
-class UnknownArchitectureError(ModelConfigError):
-    """config.json names an architecture kvpure has no layer rules for.
-
-    ``architecture`` is what config.json gave (its ``architectures`` list,
-    joined) and ``supported`` lists every architecture kvpure knows.
-    """
-
-    def __init__(self, *, architecture: str, supported: tuple[str, ...]) -> None:
-        super().__init__(
-            f"config.json: unknown architecture {architecture!r}; supported: "
-            + ", ".join(supported)
-        )
-        self.architecture = architecture
-        self.supported = supported
-
-
-class MissingConfigFieldError(ModelConfigError):
-    """config.json lacks a field the architecture's layer rules need.
-
-    ``field`` names it (dotted for nested configs, e.g. ``text_config.head_dim``)
-    and ``architecture`` is the architecture that needs it.
-    """
-
-    def __init__(self, *, field: str, architecture: str) -> None:
-        super().__init__(
-            f"config.json: missing field {field!r}, which {architecture} needs; "
-            "add it to the config"
-        )
-        self.field = field
-        self.architecture = architecture
-
-
-class MissingOptionError(ModelConfigError):
-    """A deployment option that has no default was not given (``option`` names it)."""
-
-    def __init__(self, *, option: str, reason: str) -> None:
-        super().__init__(f"{option} is required {reason}")
-        self.option = option
-        self.reason = reason

@@ -16,8 +16,8 @@ from types import MappingProxyType
 
 import torch
 
-from kvpure.errors import DeviceUnavailableError, PackedTensorMismatchError
 from kvpure.specs.kv_cache_config import KVCacheConfig
+from kvpure_gpu.errors import DeviceUnavailableError, PackedTensorMismatchError
 
 DeviceLike = torch.device | str | int
 """A torch device or anything ``torch.device`` accepts."""

@@ -11,8 +11,8 @@ from types import MappingProxyType
 
 import torch
 
-from kvpure.errors import UnsupportedDtypeError
 from kvpure.specs import KVDtype
+from kvpure_gpu.errors import UnsupportedDtypeError
 
 
 def _build_table() -> dict[KVDtype, torch.dtype]:

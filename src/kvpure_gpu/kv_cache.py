@@ -17,12 +17,7 @@ from types import MappingProxyType
 import torch
 
 from kvpure.block_table import BlockTableLayout, select_common_block_size
-from kvpure.errors import (
-    InvalidFieldError,
-    LayerWithoutGroupError,
-    LayerWithoutTensorError,
-    UnsupportedViewError,
-)
+from kvpure.errors import InvalidFieldError
 from kvpure.specs import (
     AttentionSpec,
     EncoderOnlyAttentionSpec,
@@ -36,6 +31,7 @@ from kvpure.specs import (
 from kvpure.specs.kv_cache_config import KVCacheConfig
 from kvpure_gpu.allocate import DeviceLike, KVCacheBuffers, allocate_kv_cache_buffers
 from kvpure_gpu.dtypes import to_torch_dtype
+from kvpure_gpu.errors import LayerWithoutGroupError, LayerWithoutTensorError, UnsupportedViewError
 from kvpure_gpu.layouts import KVCacheLayout
 from kvpure_gpu.views import (
     AttentionGeometry,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvpure.errors import (
+from kvpure_gpu.errors import (
     KernelBlockSizeError,
     LayoutCannotExpressPageError,
     TensorSizeNotPageMultipleError,

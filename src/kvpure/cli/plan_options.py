@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from kvpure.cli.errors import MissingOptionError
 from kvpure.cli.option_values import (
     parse_bool,
     parse_max_model_len,
     parse_memory_bytes,
     parse_positive_int,
 )
-from kvpure.errors import InvalidFieldError, MissingOptionError
+from kvpure.errors import InvalidFieldError
 from kvpure.models.deployment import (
     KV_CACHE_DTYPES,
     MAMBA_CACHE_MODES,

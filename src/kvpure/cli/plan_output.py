@@ -11,10 +11,11 @@ import json
 from collections.abc import Mapping
 
 from kvpure.cli.plan_options import deployment_from_options, parse_sweep
-from kvpure.errors import InvalidFieldError, KVPureError, ModelConfigError
+from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import render_error
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
+from kvpure.models.errors import ModelConfigError
 from kvpure.report.model_plan import capacity_report, sweep
 from kvpure.report.text import render_report, render_sweep, report_to_json
 

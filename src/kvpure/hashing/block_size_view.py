@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from kvpure.errors import BlockSizeMismatchError, InvalidFieldError
+from kvpure.errors import InvalidFieldError
+from kvpure.hashing.errors import BlockSizeMismatchError
 from kvpure.hashing.types import BlockHash
 
 

@@ -30,7 +30,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kvpure.errors import CborEncodeError
+from kvpure.hashing.errors import CborEncodeError
 
 __all__ = ["canonical_cbor_dumps", "canonical_cbor_dumps_memo", "cbor_head"]
 

@@ -29,10 +29,11 @@ from itertools import repeat
 
 import xxhash
 
-from kvpure.errors import InvalidFieldError, UnknownHashAlgorithmError
+from kvpure.errors import InvalidFieldError
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
 from kvpure.hashing.cbor import canonical_cbor_dumps_memo as cbor_memo
 from kvpure.hashing.cbor import cbor_head
+from kvpure.hashing.errors import UnknownHashAlgorithmError
 from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
 
 

@@ -26,8 +26,8 @@ from types import MappingProxyType
 
 import xxhash as _xxhash
 
-from kvpure.errors import UnknownHashAlgorithmError
 from kvpure.hashing.cbor import canonical_cbor_dumps
+from kvpure.hashing.errors import UnknownHashAlgorithmError
 
 PICKLE_PROTOCOL = 5
 """The pickle protocol vLLM's ``pickle.HIGHEST_PROTOCOL`` means on Python 3.11."""

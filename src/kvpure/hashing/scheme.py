@@ -20,11 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from kvpure.errors import (
-    InvalidFieldError,
-    RandomNoneHashNotRequestedError,
-    UnknownHashProfileError,
-)
+from kvpure.errors import InvalidFieldError
+from kvpure.hashing.errors import RandomNoneHashNotRequestedError, UnknownHashProfileError
 from kvpure.hashing.functions import CRYPTOGRAPHIC_ALGORITHMS, check_algorithm_name
 from kvpure.hashing.functions import get_hash_fn_by_name as _hash_fn
 from kvpure.hashing.types import BlockHash

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import NewType
 
-from kvpure.errors import GroupIdOutOfRangeError, InvalidFieldError
+from kvpure.errors import InvalidFieldError
+from kvpure.hashing.errors import GroupIdOutOfRangeError
 
 BlockHash = NewType("BlockHash", bytes)
 """The digest of one full block, chained over the whole prefix before it."""

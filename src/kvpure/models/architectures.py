@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from kvpure.errors import InvalidFieldError, UnknownArchitectureError
+from kvpure.errors import InvalidFieldError
 from kvpure.models.config import HFConfig, default_max_model_len
+from kvpure.models.errors import UnknownArchitectureError
 from kvpure.models.layout import AttentionKind, AttentionLayer, Mamba2Layer, ModelLayout
 
 __all__ = ["SUPPORTED_ARCHITECTURES", "model_layout"]

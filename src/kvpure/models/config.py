@@ -20,7 +20,8 @@ from typing import Final
 
 from pyrsistent import PMap, PVector, freeze, pmap
 
-from kvpure.errors import InvalidFieldError, MissingConfigFieldError
+from kvpure.errors import InvalidFieldError
+from kvpure.models.errors import MissingConfigFieldError
 
 __all__ = ["HFConfig", "default_max_model_len", "parse_model_config"]
 
