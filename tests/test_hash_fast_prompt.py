@@ -18,7 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.cbor import canonical_cbor_dumps
+from kvpure.hashing.cbor_tails import (
+    CBOR2_MIN_BLOCK_SIZE,
+    _encode_extra,
+    _is_plain_key,
+    cbor_tails,
+)
 from kvpure.hashing.errors import CborEncodeError, UnknownHashAlgorithmError
 from kvpure.hashing.fast_encoding import (
     cbor_token_items,
@@ -26,18 +33,13 @@ from kvpure.hashing.fast_encoding import (
     exact_int31_records,
 )
 from kvpure.hashing.fast_prompt import (
-    CBOR2_MIN_BLOCK_SIZE,
-    HASH_ALGORITHMS,
-    _cbor_tails,
-    _encode_extra,
-    _is_plain_key,
     block_payloads,
-    hash_token_blocks,
+    fast_hash_token_blocks,
     one_block_hasher,
     reference_payload,
 )
 
-ALGOS = sorted(HASH_ALGORITHMS)
+ALGOS = sorted(HASH_ALGORITHM_NAMES)
 
 
 def oracle_payload(algo: str, parent: bytes, tokens: Sequence[object], extra: object) -> bytes:
@@ -122,7 +124,7 @@ def test_hash_token_blocks_equals_per_block_oracle(
 ) -> None:
     parent, tokens, block_size, extras = case
     expected = oracle_chain(algo, parent, tokens, block_size, extras)
-    assert hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
+    assert fast_hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -142,7 +144,7 @@ def test_long_prompts_equal_the_oracle(
     extras = data.draw(st.lists(extra_keys_of_block, min_size=num_blocks, max_size=num_blocks))
     parent = data.draw(parents)
     expected = oracle_chain(algo, parent, tokens, block_size, extras)
-    assert hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
+    assert fast_hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -182,12 +184,12 @@ def test_prompt_at_once_equals_block_by_block(
 ) -> None:
     extras = [extra, None, extra, None]
     parent = hashlib.sha256(b"none").digest()
-    whole = hash_token_blocks(algo, parent, tokens, 16, extras)
+    whole = fast_hash_token_blocks(algo, parent, tokens, 16, extras)
     stepwise: list[bytes] = []
     for index, key in enumerate(extras):
         previous = stepwise[-1] if stepwise else parent
         block = tokens[index * 16 : (index + 1) * 16]
-        stepwise += hash_token_blocks(algo, previous, block, 16, [key])
+        stepwise += fast_hash_token_blocks(algo, previous, block, 16, [key])
     assert whole == stepwise
 
 
@@ -199,7 +201,7 @@ def test_parent_object_inside_the_extra_keys(algo: str) -> None:
     parent = hashlib.sha256(b"p").digest()
     tokens = list(range(1000, 1064))
     extras: list[tuple[object, ...] | None] = [(parent, "a"), (parent,), None, ("a", "a")]
-    assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
+    assert fast_hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
         algo, parent, tokens, 16, extras
     )
     payloads = block_payloads(algo, [parent] * 4, tokens, 16, extras)
@@ -215,7 +217,7 @@ def test_token_tuple_object_inside_the_extra_keys(algo: str) -> None:
     tokens = tuple(range(70_000, 70_016))
     extras: list[tuple[object, ...] | None] = [(tokens,)]
     parent = b"\x00" * 32
-    assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
+    assert fast_hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
         algo, parent, tokens, 16, extras
     )
 
@@ -224,9 +226,9 @@ def test_token_tuple_object_inside_the_extra_keys(algo: str) -> None:
 def test_bool_tokens_hash_as_bools(algo: str) -> None:
     tokens = [1, True, 0, False] * 8
     parent = b"\x02" * 32
-    got = hash_token_blocks(algo, parent, tokens, 4, [None] * 8)
+    got = fast_hash_token_blocks(algo, parent, tokens, 4, [None] * 8)
     assert got == oracle_chain(algo, parent, tokens, 4, [None] * 8)
-    assert got != hash_token_blocks(algo, parent, [1, 1, 0, 0] * 8, 4, [None] * 8)
+    assert got != fast_hash_token_blocks(algo, parent, [1, 1, 0, 0] * 8, 4, [None] * 8)
 
 
 @pytest.mark.parametrize("algo", ["sha256", "xxhash"])
@@ -234,29 +236,29 @@ def test_pickles_larger_than_one_frame(algo: str) -> None:
     tokens = list(range(2**20, 2**20 + 60_000))  # 5 bytes each: 100 kB per block, 2 frames
     extras = [None, ("big", b"\x09" * 70_000), None]
     parent = b"\x03" * 32
-    assert hash_token_blocks(algo, parent, tokens, 20_000, extras) == oracle_chain(
+    assert fast_hash_token_blocks(algo, parent, tokens, 20_000, extras) == oracle_chain(
         algo, parent, tokens, 20_000, extras
     )
 
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_no_blocks_and_extra_tokens(algo: str) -> None:
-    assert hash_token_blocks(algo, b"p", [1, 2, 3], 16, []) == []
+    assert fast_hash_token_blocks(algo, b"p", [1, 2, 3], 16, []) == []
     tokens = list(range(40))  # 2 full blocks used, 8 tokens left over
-    assert hash_token_blocks(algo, b"p", tokens, 16, [None, None]) == oracle_chain(
+    assert fast_hash_token_blocks(algo, b"p", tokens, 16, [None, None]) == oracle_chain(
         algo, b"p", tokens, 16, [None, None]
     )
 
 
 def test_errors_name_the_field() -> None:
     with pytest.raises(UnknownHashAlgorithmError) as unknown:
-        hash_token_blocks("md5", b"p", [1], 1, [None])
+        fast_hash_token_blocks("md5", b"p", [1], 1, [None])
     assert unknown.value.name == "md5"
     with pytest.raises(InvalidFieldError) as zero:
-        hash_token_blocks("sha256", b"p", [1], 0, [None])
+        fast_hash_token_blocks("sha256", b"p", [1], 0, [None])
     assert zero.value.field == "block_size"
     with pytest.raises(InvalidFieldError) as short:
-        hash_token_blocks("sha256", b"p", [1, 2, 3], 2, [None, None])
+        fast_hash_token_blocks("sha256", b"p", [1, 2, 3], 2, [None, None])
     assert short.value.field == "token_ids"
     assert "2 blocks of 2 tokens need 4 token ids" in str(short.value)
     with pytest.raises(InvalidFieldError) as parents_count:
@@ -272,14 +274,16 @@ def test_cbor_rejects_what_it_cannot_encode(block_size: int, num_blocks: int) ->
     # cbor2 could encode a frozenset; kvpure's encoder cannot, on every path alike
     tokens = list(range(block_size * num_blocks))
     with pytest.raises(CborEncodeError) as err:
-        hash_token_blocks("sha256_cbor", b"p", tokens, block_size, [(frozenset({1}),)] * num_blocks)
+        fast_hash_token_blocks(
+            "sha256_cbor", b"p", tokens, block_size, [(frozenset({1}),)] * num_blocks
+        )
     assert err.value.type_name == "frozenset"
 
 
 def test_pickle_takes_any_picklable_extra_keys() -> None:
     # pickle serialises any picklable object, exactly as vLLM would
     extras = [(frozenset({1}),), None]
-    assert hash_token_blocks("sha256", b"p", list(range(32)), 16, extras) == oracle_chain(
+    assert fast_hash_token_blocks("sha256", b"p", list(range(32)), 16, extras) == oracle_chain(
         "sha256", b"p", list(range(32)), 16, extras
     )
 
@@ -369,7 +373,7 @@ def test_the_same_extra_keys_object_in_many_blocks(algo: str) -> None:
     ]
     tokens = list(range(65_530, 65_530 + 16 * len(extras)))
     parent = b"\x05" * 32
-    assert hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
+    assert fast_hash_token_blocks(algo, parent, tokens, 16, extras) == oracle_chain(
         algo, parent, tokens, 16, extras
     )
 
@@ -427,15 +431,15 @@ def test_big_blocks_equal_the_oracle_through_either_token_encoder(
     )
     parent = data.draw(st.binary(min_size=32, max_size=32))
     expected = oracle_chain(algo, parent, tokens, block_size, extras)
-    assert hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
+    assert fast_hash_token_blocks(algo, parent, tokens, block_size, extras) == expected
     # Both token encoders give every block's payload tail exactly as cbor2 writes it.
-    with_cbor2 = _cbor_tails(tokens, block_size, extras, use_cbor2=True)
+    with_cbor2 = cbor_tails(tokens, block_size, extras, use_cbor2=True)
     assert with_cbor2 is not None
     for index, tail in enumerate(with_cbor2):
         block = tuple(tokens[index * block_size : (index + 1) * block_size])
         want = cbor2.dumps(block, canonical=True) + cbor2.dumps(extras[index], canonical=True)
         assert tail == want
-    without = _cbor_tails(tokens, block_size, extras, use_cbor2=False)
+    without = cbor_tails(tokens, block_size, extras, use_cbor2=False)
     if without is not None:  # kvpure's own encoder: plain ids in [0, 2**32) only
         assert without == with_cbor2
 

@@ -222,7 +222,7 @@ def test_unknown_names_are_typed_value_errors_listing_the_valid_ones() -> None:
     assert info.value.valid_names == ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
     assert "sha256_cbor" in str(info.value)
     with pytest.raises(UnknownHashAlgorithmError):
-        HashScheme(algorithm="md5", block_size=1, none_hash=BlockHash(b"x"))
+        HashScheme.from_seed(algorithm="md5", block_size=1, seed="0")
     with pytest.raises(UnknownHashProfileError, match=r"vllm-0\.33"):
         get_hash_profile("vllm-0.1")
 

@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvpure.hashing.block_hasher import RequestBlockHashes
-from kvpure.hashing.functions import HASH_ALGORITHM_NAMES
+from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
+from kvpure.hashing.request_state import RequestBlockHashes
 from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, HASH_PROFILES, HashScheme, get_hash_profile
 from kvpure.hashing.types import maybe_convert_block_hash
 from kvpure.interop.hashing import hash_case_from_json

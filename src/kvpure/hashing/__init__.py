@@ -5,8 +5,21 @@ block-size views. See the README's "Block hashing" section for examples.
 
 from __future__ import annotations
 
+from kvpure.hashing.algorithms import (
+    HASH_ALGORITHM_NAMES,
+    PICKLE_PROTOCOL,
+    HashAlgorithm,
+    HashFunction,
+    cbor_payload,
+    get_hash_fn_by_name,
+    pickle_payload,
+    sha256,
+    sha256_cbor,
+    xxhash,
+    xxhash_cbor,
+)
 from kvpure.hashing.block_hasher import (
-    RequestBlockHashes,
+    NO_BLOCK_HASHES,
     TokenBlockChainHasher,
     block_extra_keys,
     extend_block_hashes,
@@ -27,21 +40,9 @@ from kvpure.hashing.extra_keys import (
     resume_mm_index,
     to_event_extra_keys,
 )
-from kvpure.hashing.fast_prompt import hash_token_blocks as fast_hash_token_blocks
-from kvpure.hashing.functions import (
-    HASH_ALGORITHM_NAMES,
-    HASH_FUNCTIONS,
-    PICKLE_PROTOCOL,
-    HashFunction,
-    cbor_payload,
-    get_hash_fn_by_name,
-    pickle_payload,
-    sha256,
-    sha256_cbor,
-    xxhash,
-    xxhash_cbor,
-)
+from kvpure.hashing.fast_prompt import fast_hash_token_blocks
 from kvpure.hashing.request import HashRequest, MultiModalFeature, PromptEmbeds
+from kvpure.hashing.request_state import RequestBlockHashes
 from kvpure.hashing.scheme import (
     DEFAULT_HASH_PROFILE,
     HASH_PROFILES,
@@ -70,7 +71,7 @@ from kvpure.hashing.types import (
 __all__ = [
     "DEFAULT_HASH_PROFILE",
     "HASH_ALGORITHM_NAMES",
-    "HASH_FUNCTIONS",
+    "NO_BLOCK_HASHES",
     "HASH_PROFILES",
     "PICKLE_PROTOCOL",
     "VLLM_0_26",
@@ -82,6 +83,7 @@ __all__ = [
     "ExternalBlockHash",
     "ExtraKeyStyle",
     "ExtraKeys",
+    "HashAlgorithm",
     "HashFunction",
     "HashRequest",
     "HashScheme",

@@ -8,7 +8,7 @@ path: work out the extra keys of every new full block
 (:func:`~kvpure.hashing.extra_keys.extra_keys_for_blocks`), then chain-hash
 the token blocks with a :data:`TokenBlockChainHasher`. :func:`hash_token_blocks`
 is the reference chain hasher; the public paths default to
-:func:`kvpure.hashing.fast_prompt.hash_token_blocks` (``fast_hash_token_blocks``),
+:func:`kvpure.hashing.fast_prompt.fast_hash_token_blocks`,
 which returns the same bytes for every input, much faster on long prompts. Pass
 ``chain_hasher=hash_token_blocks`` to use the reference.
 """
@@ -21,14 +21,14 @@ from typing import Protocol, cast, runtime_checkable
 from pyrsistent import PVector, pvector
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.algorithms import HashFunction, get_hash_fn_by_name
 from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
     steady_extra_keys,
     steady_extra_keys_start,
 )
-from kvpure.hashing.fast_prompt import hash_token_blocks as fast_hash_token_blocks
-from kvpure.hashing.functions import HashFunction, get_hash_fn_by_name
+from kvpure.hashing.fast_prompt import fast_hash_token_blocks
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
 from kvpure.hashing.types import BlockHash
@@ -139,7 +139,8 @@ def extend_block_hashes(
     return block_hashes.extend(cast("list[BlockHash]", digests))
 
 
-_EMPTY: PVector[BlockHash] = pvector()
+NO_BLOCK_HASHES: PVector[BlockHash] = pvector()
+"""The block hashes of a request before any block is full."""
 
 
 def hash_prompt(
@@ -150,7 +151,11 @@ def hash_prompt(
 ) -> PVector[BlockHash]:
     """The block hashes vLLM computes for ``request`` when it arrives (full blocks only)."""
     return extend_block_hashes(
-        scheme, request, request.prompt_token_ids_for_hashing, _EMPTY, chain_hasher=chain_hasher
+        scheme,
+        request,
+        request.prompt_token_ids_for_hashing,
+        NO_BLOCK_HASHES,
+        chain_hasher=chain_hasher,
     )
 
 
@@ -161,12 +166,8 @@ def block_extra_keys(scheme: HashScheme, request: HashRequest, num_tokens: int) 
     )
 
 
-# The request state lives in its own module; imported here for the old import path
-# (kvpure.hashing's __init__ imports this module first, so the cycle resolves).
-from kvpure.hashing.request_state import RequestBlockHashes  # noqa: E402
-
 __all__ = [
-    "RequestBlockHashes",
+    "NO_BLOCK_HASHES",
     "TokenBlockChainHasher",
     "block_extra_keys",
     "extend_block_hashes",

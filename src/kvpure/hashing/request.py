@@ -8,7 +8,7 @@ embeddings are raw bytes plus the size of one token row in bytes (what
 
 The value keeps the very objects it is given (no copies of strings), because
 pickle writes a repeated object differently from two equal ones and vLLM
-hashes the request's own objects; see :mod:`kvpure.hashing.functions`.
+hashes the request's own objects; see :mod:`kvpure.hashing.algorithms`.
 """
 
 from __future__ import annotations

@@ -13,13 +13,12 @@ from typing import Any, cast, overload
 from pyrsistent import PVector, pvector
 
 from kvpure.hashing.block_hasher import (
-    _EMPTY,
+    NO_BLOCK_HASHES,
     TokenBlockChainHasher,
     extend_block_hashes,
 )
 from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
-from kvpure.hashing.fast_prompt import hash_token_blocks as fast_hash_token_blocks
-from kvpure.hashing.fast_prompt import one_block_hasher
+from kvpure.hashing.fast_prompt import fast_hash_token_blocks, one_block_hasher
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
 from kvpure.hashing.types import BlockHash
@@ -200,7 +199,9 @@ class RequestBlockHashes:
     ) -> RequestBlockHashes:
         """The state right after vLLM builds the request (prompt blocks hashed)."""
         tokens: PVector[int] = pvector(request.prompt_token_ids_for_hashing)
-        hashes = extend_block_hashes(scheme, request, tokens, _EMPTY, chain_hasher=chain_hasher)
+        hashes = extend_block_hashes(
+            scheme, request, tokens, NO_BLOCK_HASHES, chain_hasher=chain_hasher
+        )
         return cls(scheme=scheme, request=request, all_token_ids=tokens, block_hashes=hashes)
 
     def append_output_token_ids(

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.errors import RandomNoneHashNotRequestedError, UnknownHashProfileError
-from kvpure.hashing.functions import CRYPTOGRAPHIC_ALGORITHMS, check_algorithm_name
-from kvpure.hashing.functions import get_hash_fn_by_name as _hash_fn
 from kvpure.hashing.types import BlockHash
 
 RANDOM_NONE_HASH_NUM_BYTES = 32
@@ -95,7 +94,7 @@ VLLM_0_33 = VllmHashProfile(
     extra_key_style=ExtraKeyStyle.TAGGED,
     mm_resume_rule=MmResumeRule.FIRST_OVERLAPPING,
     unseeded_seed="vllm-none-hash",
-    unseeded_seeded_algorithms=CRYPTOGRAPHIC_ALGORITHMS,
+    unseeded_seeded_algorithms=frozenset(a for a in HashAlgorithm if a.is_cryptographic),
     random_none_hash_form=RandomNoneHashForm.HASH_OF_RANDOM_HEX,
 )
 
@@ -103,6 +102,9 @@ HASH_PROFILES: Mapping[str, VllmHashProfile] = MappingProxyType(
     {profile.name: profile for profile in (VLLM_0_26, VLLM_0_33)}
 )
 DEFAULT_HASH_PROFILE = VLLM_0_26
+
+MAX_HASH_BLOCK_SIZE = 2**20
+"""The largest hash block size accepted; vLLM's block sizes are at most a few thousand."""
 
 
 def get_hash_profile(name: str) -> VllmHashProfile:
@@ -113,16 +115,22 @@ def get_hash_profile(name: str) -> VllmHashProfile:
         raise UnknownHashProfileError(name=name, valid_names=tuple(HASH_PROFILES)) from None
 
 
-def none_hash_from_seed(algorithm: str, seed: str) -> BlockHash:
+def none_hash_from_seed(algorithm: HashAlgorithm | str, seed: str) -> BlockHash:
     """NONE_HASH as vLLM derives it from PYTHONHASHSEED: the hash of the seed *string*."""
-    return BlockHash(_hash_fn(algorithm)(seed))
+    if not isinstance(seed, str):
+        raise InvalidFieldError(
+            field="seed",
+            value=seed,
+            reason="PYTHONHASHSEED is a string: pass it as vLLM's environment holds it, e.g. '0'",
+        )
+    return BlockHash(HashAlgorithm.from_name(algorithm).hash_fn(seed))
 
 
 def random_none_hash(
-    algorithm: str, profile: VllmHashProfile, *, entropy: bytes | None = None
+    algorithm: HashAlgorithm | str, profile: VllmHashProfile, *, entropy: bytes | None = None
 ) -> BlockHash:
     """A random NONE_HASH in the profile's form; ``entropy`` defaults to ``os.urandom(32)``."""
-    check_algorithm_name(algorithm)
+    HashAlgorithm.from_name(algorithm)
     raw = os.urandom(RANDOM_NONE_HASH_NUM_BYTES) if entropy is None else entropy
     if profile.random_none_hash_form is RandomNoneHashForm.RAW_BYTES:
         return BlockHash(raw)
@@ -139,13 +147,32 @@ def none_hash_seed_from_environment(environ: Mapping[str, str] | None = None) ->
 class HashScheme:
     """Algorithm, block size, NONE_HASH and vLLM profile of a server's block hashes."""
 
-    algorithm: str
+    algorithm: HashAlgorithm
+    """One of vLLM's four algorithms; a name (``"sha256"``) is turned into the member."""
     block_size: int
     none_hash: BlockHash
     profile: VllmHashProfile = DEFAULT_HASH_PROFILE
 
     def __post_init__(self) -> None:
-        check_algorithm_name(self.algorithm)
+        object.__setattr__(self, "algorithm", HashAlgorithm.from_name(self.algorithm))
+        if type(self.block_size) is not int:
+            raise InvalidFieldError(
+                field="block_size", value=self.block_size, reason="must be an int (tokens)"
+            )
+        if self.block_size > MAX_HASH_BLOCK_SIZE:
+            raise InvalidFieldError(
+                field="block_size",
+                value=self.block_size,
+                reason=f"must be at most {MAX_HASH_BLOCK_SIZE} tokens",
+            )
+        if type(self.none_hash) is not bytes:
+            raise InvalidFieldError(
+                field="none_hash", value=self.none_hash, reason="must be bytes (a digest)"
+            )
+        if not isinstance(self.profile, VllmHashProfile):
+            raise InvalidFieldError(
+                field="profile", value=self.profile, reason="must be VLLM_0_26 or VLLM_0_33"
+            )
         if self.block_size < 1:
             raise InvalidFieldError(
                 field="block_size",
@@ -161,7 +188,7 @@ class HashScheme:
     def from_seed(
         cls,
         *,
-        algorithm: str,
+        algorithm: HashAlgorithm | str,
         block_size: int,
         seed: str | None,
         profile: VllmHashProfile = DEFAULT_HASH_PROFILE,
@@ -174,7 +201,14 @@ class HashScheme:
         rule is a random NONE_HASH, ``random_none_hash=True`` must say so, else
         :class:`~kvpure.errors.RandomNoneHashNotRequestedError` is raised.
         """
-        check_algorithm_name(algorithm)
+        algorithm = HashAlgorithm.from_name(algorithm)
+        if seed is not None and not isinstance(seed, str):
+            raise InvalidFieldError(
+                field="seed",
+                value=seed,
+                reason="PYTHONHASHSEED is a string: pass it as the server's environment holds "
+                f"it, e.g. seed={str(seed)!r}",
+            )
         if seed is None:
             seed = profile.unseeded_none_hash_seed(algorithm)
         if seed is not None:

@@ -15,7 +15,7 @@ Fields (all but ``block_size`` and one of ``prompt_token_ids`` /
   list of ints (or one int).
 
 Strings read from JSON are distinct objects, so pickle writes each of them out
-(see :mod:`kvpure.hashing.functions`), as vLLM does for a request built from
+(see :mod:`kvpure.hashing.algorithms`), as vLLM does for a request built from
 the same JSON. ``share_equal_strings=True`` makes equal strings one (interned)
 object instead, as when a Python caller gave vLLM the same literal twice, for
 example one name as LoRA name and cache salt.
