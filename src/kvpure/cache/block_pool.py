@@ -178,9 +178,7 @@ class BlockPool:
                 reason=f"block_mask has {len(block_mask)} entries for "
                 f"{len(new_full_blocks)} new full blocks",
             )
-        block_hashes = resolve_block_hashes(
-            request.block_hashes, self.hash_block_size, block_size
-        )
+        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
         events = self.enable_kv_cache_events
         new_hashes: list[ExternalBlockHash] = []
         stored_indices: list[int] = []

@@ -47,24 +47,36 @@ def make_manager(
     max_model_len: int,
 ) -> SingleTypeKVCacheManager:
     """The manager vLLM registers for ``spec``'s type."""
-    common = {
-        "block_pool": block_pool,
-        "enable_caching": enable_caching,
-        "kv_cache_group_id": group_id,
-        "scheduler_block_size": scheduler_block_size,
-    }
     if isinstance(spec, SlidingWindowSpec):
-        cap = spec.max_admission_blocks_per_request(max_in_flight_tokens, max_model_len)
         return SlidingWindowManager(
-            kv_cache_spec=spec, max_admission_blocks_per_request=cap, **common
+            kv_cache_spec=spec,
+            block_pool=block_pool,
+            enable_caching=enable_caching,
+            kv_cache_group_id=group_id,
+            scheduler_block_size=scheduler_block_size,
+            max_admission_blocks_per_request=spec.max_admission_blocks_per_request(
+                max_in_flight_tokens, max_model_len
+            ),
         )
     if isinstance(spec, ChunkedLocalAttentionSpec):
-        cap = spec.max_admission_blocks_per_request(max_in_flight_tokens, max_model_len)
         return ChunkedLocalAttentionManager(
-            kv_cache_spec=spec, max_admission_blocks_per_request=cap, **common
+            kv_cache_spec=spec,
+            block_pool=block_pool,
+            enable_caching=enable_caching,
+            kv_cache_group_id=group_id,
+            scheduler_block_size=scheduler_block_size,
+            max_admission_blocks_per_request=spec.max_admission_blocks_per_request(
+                max_in_flight_tokens, max_model_len
+            ),
         )
     if isinstance(spec, MambaSpec):
-        return MambaManager(kv_cache_spec=spec, **common)
+        return MambaManager(
+            kv_cache_spec=spec,
+            block_pool=block_pool,
+            enable_caching=enable_caching,
+            kv_cache_group_id=group_id,
+            scheduler_block_size=scheduler_block_size,
+        )
     kind = type(spec).__name__
     if isinstance(spec, CrossAttentionSpec) or kind in ("RSWASpec", "SinkFullAttentionSpec"):
         raise UnsupportedTraceError(
@@ -73,7 +85,13 @@ def make_manager(
             "Mamba groups only",
         )
     if isinstance(spec, FullAttentionSpec):
-        return FullAttentionManager(kv_cache_spec=spec, **common)
+        return FullAttentionManager(
+            kv_cache_spec=spec,
+            block_pool=block_pool,
+            enable_caching=enable_caching,
+            kv_cache_group_id=group_id,
+            scheduler_block_size=scheduler_block_size,
+        )
     raise UnsupportedTraceError(
         feature=f"kv_cache_groups[{group_id}] ({kind})",
         reason="no vLLM KV cache manager is modelled for this spec type",

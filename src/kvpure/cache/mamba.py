@@ -130,15 +130,11 @@ class MambaManager(SingleTypeKVCacheManager):
             )
         num_required = cdiv(num_tokens_main_model, self.block_size) + self.num_speculative_blocks
         num_new = (
-            num_required
-            - len(new_computed_blocks)
-            - len(self.req_to_blocks.get(request_id, ()))
+            num_required - len(new_computed_blocks) - len(self.req_to_blocks.get(request_id, ()))
         )
         if num_new > 0:
             num_new = (
-                1
-                if request_id in self.allocated_block_reqs
-                else 1 + self.num_speculative_blocks
+                1 if request_id in self.allocated_block_reqs else 1 + self.num_speculative_blocks
             )
         return num_new + self._num_evictable(new_computed_blocks)
 

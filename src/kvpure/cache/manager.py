@@ -175,7 +175,8 @@ class KVCacheManager:
         coordinator = self.coordinator
         empty = new_computed_blocks is None or not any(new_computed_blocks)
         hit_blocks: Sequence[Sequence[KVCacheBlock]] = (
-            tuple(() for _ in coordinator.managers) if new_computed_blocks is None
+            tuple(() for _ in coordinator.managers)
+            if new_computed_blocks is None
             else new_computed_blocks
         )
         num_local = request.num_computed_tokens + num_new_computed_tokens
@@ -203,7 +204,9 @@ class KVCacheManager:
             coordinator.allocate_new_computed_blocks(request.request_id, hit_blocks, num_local)
         new_blocks = coordinator.allocate_new_blocks(request.request_id, num_need_slot, num_main)
         if self.enable_caching:
-            coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
+            coordinator.cache_blocks(
+                request, min(total_computed + num_new_tokens, request.num_tokens)
+            )
         return new_blocks
 
     def free(self, request: CacheRequest) -> None:
@@ -236,7 +239,9 @@ class KVCacheManager:
 
     def get_block_ids(self, request_id: str) -> tuple[list[int], ...]:
         """The request's block ids per group."""
-        return tuple([b.block_id for b in blocks] for blocks in self.coordinator.get_blocks(request_id))
+        return tuple(
+            [b.block_id for b in blocks] for blocks in self.coordinator.get_blocks(request_id)
+        )
 
     def new_step_starts(self) -> None:
         """A scheduling step begins."""

@@ -162,7 +162,9 @@ class CacheReplay:
             )
 
         if num_new <= 0:
-            return outcome((StepRecord(num_new_tokens=0, allocated=None, new_block_ids=None),), False)
+            return outcome(
+                (StepRecord(num_new_tokens=0, allocated=None, new_block_ids=None),), False
+            )
         new_blocks = manager.allocate_slots(
             request,
             num_new,

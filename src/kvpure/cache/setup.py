@@ -115,9 +115,13 @@ def replay_config_from_plan_input(parsed: PlanningInput) -> ReplayConfig:
             reason="Mamba partial-block cache hits (hash blocks smaller than the block size) "
             "are not modelled",
         )
-    if align and settings.enable_prefix_caching and any(
-        isinstance(g.kv_cache_spec, MambaSpec) and g.kv_cache_spec.block_size > hash_block_size
-        for g in groups
+    if (
+        align
+        and settings.enable_prefix_caching
+        and any(
+            isinstance(g.kv_cache_spec, MambaSpec) and g.kv_cache_spec.block_size > hash_block_size
+            for g in groups
+        )
     ):
         raise UnsupportedTraceError(
             feature="vllm_config.cache_config.prefix_match_unit",

@@ -115,7 +115,9 @@ class SingleTypeKVCacheManager:
                 operation="add_local_computed_blocks",
                 reason=f"request {request_id!r} already holds blocks",
             )
-        num_skipped_blocks = self.get_num_skipped_tokens(num_local_computed_tokens) // self.block_size
+        num_skipped_blocks = (
+            self.get_num_skipped_tokens(num_local_computed_tokens) // self.block_size
+        )
         if num_skipped_blocks > 0:
             new_computed_blocks = new_computed_blocks[num_skipped_blocks:]
         if self.enable_caching:

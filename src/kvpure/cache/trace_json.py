@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvpure.cache.errors import TraceFieldError
-from kvpure.cache.events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
+from kvpure.cache.events import AllBlocksCleared, BlockRemoved, KVCacheEvent
 from kvpure.cache.manager import PrefixCacheStats
 from kvpure.cache.replay import ReplayResult
 from kvpure.cache.trace import (
@@ -29,7 +29,6 @@ from kvpure.cache.trace import (
     PoolSnapshot,
     ReplaySettings,
     RequestSnapshot,
-    ResetOutcome,
     ResetPrefixCacheOp,
     RetryOp,
     StepRecord,
@@ -137,12 +136,18 @@ def _parse_op(value: object, path: str) -> Op:
             lora_name=lora_name,
             lora_int_id=_field(item, path, "lora_int_id", "int", 1),
             lora_path=_field(
-                item, path, "lora_path", "str", "" if lora_name is None else f"/adapters/{lora_name}"
+                item,
+                path,
+                "lora_path",
+                "str",
+                "" if lora_name is None else f"/adapters/{lora_name}",
             ),
             cache_salt=_field(item, path, "cache_salt", "str", None),
             mm_features=_mm_features(item, path),
             kv_cache_report_mode=mode,
-            skip_reading_prefix_cache=_field(item, path, "skip_reading_prefix_cache", "bool", False),
+            skip_reading_prefix_cache=_field(
+                item, path, "skip_reading_prefix_cache", "bool", False
+            ),
         )
     if name == "decode":
         return DecodeOp(request_id=request_id, token_ids=_token_ids(item, path, "token_ids"))
@@ -179,7 +184,9 @@ def _parse_replay(obj: Mapping[str, Any]) -> ReplaySettings:
         ),
         pythonhashseed=seed,
         watermark=float(watermark),
-        reserve_full_isl=_field(replay, path, "reserve_full_isl", "bool", defaults.reserve_full_isl),
+        reserve_full_isl=_field(
+            replay, path, "reserve_full_isl", "bool", defaults.reserve_full_isl
+        ),
     )
 
 
