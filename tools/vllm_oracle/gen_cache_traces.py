@@ -103,7 +103,7 @@ def ops(rng, mml=24):
             n += 1
             length = rng.randint(1, 20)
             p = rng.choice(prefixes)
-            cut = rng.randint(0, length)
+            cut = length if rng.random() < 0.5 else rng.randint(0, length)
             prompt = p[:cut] + [rng.randint(0, 50) for _ in range(length - cut)]
             op = {"op": "arrive", "request_id": rid, "prompt_token_ids": prompt}
             if rng.random() < 0.15:
