@@ -178,3 +178,15 @@ def test_command_without_json_prints_one_line_per_op(capsys: pytest.CaptureFixtu
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("UnitaryKVCacheCoordinator: 9 blocks")
     assert len(lines) == 1 + 15
+
+
+def test_sink_attention_is_refused_as_vllm_cannot_build_its_manager() -> None:
+    """vLLM 0.26.0's SinkFullAttentionManager.__init__ rejects needs_kv_cache_zeroing."""
+    trace = _trace()
+    specs = trace["plan_input"]["kv_cache_specs"][0]
+    for spec in specs.values():
+        spec["type"] = "SinkFullAttentionSpec"
+        spec["sink_len"] = 4
+        spec.pop("_derived")
+    with pytest.raises(UnsupportedTraceError, match="SinkFullAttentionSpec"):
+        replay_trace(trace)

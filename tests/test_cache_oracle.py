@@ -2,7 +2,7 @@
 
 ``tests/data/vllm-0.26.0-oracle/cache_replay_random.json.gz`` holds traces
 from ``tools/vllm_oracle/gen_cache_traces.py`` (full attention, sliding
-window, chunked local, Mamba "align" and not, hybrids with equal and
+window, chunked local, R-SWA, Mamba "align" and not, hybrids with equal and
 different block sizes, EAGLE, prefix caching off; watermarks, the
 full-sequence gate, report mode "full", skipped prefix-cache reads) and what
 vLLM's own manager did on each (``tools/vllm_oracle/cache_replay_vllm.py``).
@@ -45,7 +45,16 @@ def _same(got: Any, want: Any, path: str) -> None:
 
 def test_the_cases_cover_every_modelled_kind() -> None:
     kinds = {case["trace"]["name"].rsplit("_", 1)[0] for case in CASES}
-    assert {"full", "sw", "chunk", "full_sw_bs", "full_mamba", "sw_mamba", "eagle_full_sw"} <= kinds
+    assert {
+        "full",
+        "sw",
+        "chunk",
+        "full_sw_bs",
+        "full_mamba",
+        "sw_mamba",
+        "eagle_full_sw",
+        "rswa_sw",
+    } <= kinds
     assert len(CASES) >= 100
 
 

@@ -34,7 +34,7 @@ def mamba(bs, mode, spec_blocks=0, page=None):
 def model(rng):
     kind = rng.choice(["full", "sw", "chunk", "full_sw", "full_sw_bs", "full_chunk", "full_mamba",
                        "full_mamba_none", "sw_mamba", "full_sw_sw", "eagle_full", "eagle_full_sw",
-                       "nocache_full_sw"])
+                       "nocache_full_sw", "rswa", "sink", "rswa_sw"])
     bs = rng.choice([2, 4])
     w = rng.choice([3, 4, 5, 8, 9])
     c = rng.choice([bs * 2, bs * 3, bs * 4])
@@ -69,6 +69,13 @@ def model(rng):
         mode = "align"
         layers = {"l0": mamba(bs, mode), "l1": attn("SlidingWindowSpec", bs, window=w),
                   "l2": attn("FullAttentionSpec", bs)}
+    elif kind in ("rswa", "rswa_sw"):
+        layers = {"l0": {**attn("FullAttentionSpec", bs), "type": "RSWASpec", "rswa_window": w}}
+        if kind == "rswa_sw":
+            layers["l1"] = attn("SlidingWindowSpec", bs, window=w)
+    elif kind == "sink":
+        layers = {"l0": {**attn("FullAttentionSpec", bs), "type": "SinkFullAttentionSpec",
+                         "sink_len": bs * rng.choice([1, 2])}}
     elif kind == "eagle_full":
         layers = {"l0": attn("FullAttentionSpec", bs)}
     if kind.startswith("eagle"):

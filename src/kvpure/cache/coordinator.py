@@ -22,13 +22,21 @@ from kvpure import (
     KVCacheConfig,
     KVCacheSpec,
     MambaSpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
     SlidingWindowSpec,
 )
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import UnsupportedTraceError
 from kvpure.cache.mamba import MambaManager
 from kvpure.cache.request import CacheRequest
-from kvpure.cache.single_type import FullAttentionManager, HitBlocks, SingleTypeKVCacheManager, cdiv
+from kvpure.cache.single_type import (
+    FullAttentionManager,
+    HitBlocks,
+    RSWAManager,
+    SingleTypeKVCacheManager,
+    cdiv,
+)
 from kvpure.cache.windowed import ChunkedLocalAttentionManager, SlidingWindowManager
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, VllmHashProfile
@@ -77,8 +85,24 @@ def make_manager(
             kv_cache_group_id=group_id,
             scheduler_block_size=scheduler_block_size,
         )
+    if isinstance(spec, RSWASpec):
+        return RSWAManager(
+            kv_cache_spec=spec,
+            block_pool=block_pool,
+            enable_caching=enable_caching,
+            kv_cache_group_id=group_id,
+            scheduler_block_size=scheduler_block_size,
+        )
+    if isinstance(spec, SinkFullAttentionSpec):
+        # vLLM 0.26 passes needs_kv_cache_zeroing to every manager, which
+        # SinkFullAttentionManager.__init__ does not take: building it is a TypeError.
+        raise UnsupportedTraceError(
+            feature=f"kv_cache_groups[{group_id}] (SinkFullAttentionSpec)",
+            reason="vLLM 0.26.0 cannot build a KV cache manager for sink attention "
+            "(SinkFullAttentionManager.__init__ rejects needs_kv_cache_zeroing)",
+        )
     kind = type(spec).__name__
-    if isinstance(spec, CrossAttentionSpec) or kind in ("RSWASpec", "SinkFullAttentionSpec"):
+    if isinstance(spec, CrossAttentionSpec):
         raise UnsupportedTraceError(
             feature=f"kv_cache_groups[{group_id}] ({kind})",
             reason="the cache replay models full-attention, sliding-window, chunked-local and "
@@ -250,10 +274,12 @@ class KVCacheCoordinator:
         for manager in self.managers:
             manager.free(request_id)
 
-    def remove_skipped_blocks(self, request_id: str, processed_computed_tokens: int) -> None:
+    def remove_skipped_blocks(
+        self, request_id: str, processed_computed_tokens: int, num_prompt_tokens: int | None = None
+    ) -> None:
         """Free blocks outside every group's attention window."""
         for manager in self.managers:
-            manager.remove_skipped_blocks(request_id, processed_computed_tokens)
+            manager.remove_skipped_blocks(request_id, processed_computed_tokens, num_prompt_tokens)
 
     def get_blocks(self, request_id: str) -> tuple[list[KVCacheBlock], ...]:
         """The request's block table per group (empty where it has none)."""

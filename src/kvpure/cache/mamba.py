@@ -88,7 +88,9 @@ class MambaManager(SingleTypeKVCacheManager):
             return computed, (i + 1) * block_size
         return computed, 0
 
-    def remove_skipped_blocks(self, request_id: str, processed_computed_tokens: int) -> None:
+    def remove_skipped_blocks(
+        self, request_id: str, processed_computed_tokens: int, num_prompt_tokens: int | None = None
+    ) -> None:
         """Free skipped states; in align mode also the state block of two steps ago."""
         super().remove_skipped_blocks(request_id, processed_computed_tokens)
         if not self.align:

@@ -194,7 +194,9 @@ class KVCacheManager:
                 return None
         num_main = total_computed + num_new_tokens
         num_need_slot = min(num_main + num_lookahead_tokens, self.max_model_len)
-        coordinator.remove_skipped_blocks(request.request_id, total_computed)
+        coordinator.remove_skipped_blocks(
+            request.request_id, total_computed, request.num_prompt_tokens
+        )
         needed = coordinator.get_num_blocks_to_allocate(
             request.request_id, num_need_slot, hit_blocks, num_local, num_local, num_main
         )

@@ -15,14 +15,20 @@ import itertools
 from collections.abc import Sequence
 from typing import ClassVar
 
-from kvpure import KVCacheSpec
+from kvpure import KVCacheSpec, RSWASpec
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
 
-__all__ = ["FullAttentionManager", "HitBlocks", "SingleTypeKVCacheManager", "cdiv"]
+__all__ = [
+    "FullAttentionManager",
+    "HitBlocks",
+    "RSWAManager",
+    "SingleTypeKVCacheManager",
+    "cdiv",
+]
 
 HitBlocks = tuple[list[KVCacheBlock], ...]
 """Cache-hit blocks, one list per KV cache group of a lookup."""
@@ -189,8 +195,13 @@ class SingleTypeKVCacheManager:
         if freed:
             self.block_pool.free_blocks(freed)
 
-    def remove_skipped_blocks(self, request_id: str, processed_computed_tokens: int) -> None:
-        """Free the blocks attention will not read again (outside the window)."""
+    def remove_skipped_blocks(
+        self, request_id: str, processed_computed_tokens: int, num_prompt_tokens: int | None = None
+    ) -> None:
+        """Free the blocks attention will not read again (outside the window).
+
+        ``num_prompt_tokens`` is read by R-SWA only.
+        """
         num_skipped_tokens = self.get_num_skipped_tokens(processed_computed_tokens)
         if num_skipped_tokens <= 0:
             return
@@ -254,3 +265,39 @@ class FullAttentionManager(SingleTypeKVCacheManager):
         for blocks in computed:
             del blocks[num_blocks:]
         return computed, hit_length
+
+
+class RSWAManager(FullAttentionManager):
+    """Reference sliding window: the prompt stays visible, decoding keeps ``rswa_window`` tokens.
+
+    The blocks between the prompt's last block and the decode window are freed.
+    """
+
+    def __init__(
+        self,
+        *,
+        kv_cache_spec: RSWASpec,
+        block_pool: BlockPool,
+        enable_caching: bool,
+        kv_cache_group_id: int,
+        scheduler_block_size: int,
+    ) -> None:
+        super().__init__(
+            kv_cache_spec=kv_cache_spec,
+            block_pool=block_pool,
+            enable_caching=enable_caching,
+            kv_cache_group_id=kv_cache_group_id,
+            scheduler_block_size=scheduler_block_size,
+        )
+        self.rswa_window = kv_cache_spec.rswa_window
+
+    def remove_skipped_blocks(
+        self, request_id: str, processed_computed_tokens: int, num_prompt_tokens: int | None = None
+    ) -> None:
+        """Free the gap blocks: wholly after the prompt and before the decode window."""
+        if num_prompt_tokens is None:
+            super().remove_skipped_blocks(request_id, processed_computed_tokens)
+            return
+        first_gap_block = cdiv(num_prompt_tokens, self.block_size)
+        window_start = max(num_prompt_tokens, processed_computed_tokens - self.rswa_window)
+        self._remove_blocks_in_range(request_id, first_gap_block, window_start // self.block_size)
