@@ -80,6 +80,8 @@ def _field(obj: Mapping[str, Any], path: str, key: str, kind: str, default: Any 
 
 def _token_ids(obj: Mapping[str, Any], path: str, key: str) -> tuple[int, ...]:
     values = _field(obj, path, key, "list")
+    if all(type(token) is int for token in values) and (not values or min(values) >= 0):
+        return tuple(values)
     for i, token in enumerate(values):
         if not _is("int", token) or token < 0:
             raise TraceFieldError(
