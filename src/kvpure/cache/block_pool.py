@@ -1,0 +1,321 @@
+"""vLLM 0.26's ``BlockPool``: every block, the free queue in eviction order, the prefix cache.
+
+Block 0 is the null block (taken off the queue at start, never freed, never
+cached). A cached block is a full block whose hash (with its group id) maps
+to it in the prefix cache; it may be held by requests or sit in the free
+queue as an eviction candidate. One hash may map to several blocks (vLLM does
+not de-duplicate, so block tables stay append-only): a lookup returns the
+earliest-cached block still holding it.
+
+Events (when enabled) queue up in order and are handed over by
+:meth:`BlockPool.take_events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from kvpure.cache.errors import CacheStateError
+from kvpure.cache.events import (
+    MEDIUM_GPU,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    ExtraKeys,
+    KVCacheEvent,
+)
+from kvpure.cache.request import CacheRequest
+from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
+from kvpure.hashing import (
+    VLLM_0_26,
+    BlockHash,
+    BlockHashWithGroupId,
+    ExternalBlockHash,
+    VllmHashProfile,
+    generate_block_hash_extra_keys,
+    get_block_hash,
+    get_group_id,
+    make_block_hash_with_group_id,
+    maybe_convert_block_hash,
+    resolve_block_hashes,
+)
+
+__all__ = ["BlockPool"]
+
+
+class BlockPool:
+    """The blocks of one KV cache, their free queue, and the prefix cache over them.
+
+    ``hash_block_size`` is the block size request hashes are computed at; a
+    group of a larger block size views them through
+    :func:`kvpure.hashing.resolve_block_hashes`.
+    """
+
+    def __init__(
+        self,
+        *,
+        num_gpu_blocks: int,
+        enable_caching: bool,
+        hash_block_size: int,
+        enable_kv_cache_events: bool = False,
+        use_int_block_hashes: bool = True,
+        profile: VllmHashProfile = VLLM_0_26,
+    ) -> None:
+        if isinstance(num_gpu_blocks, bool) or num_gpu_blocks < 1:
+            raise CacheStateError(
+                operation="BlockPool",
+                reason=f"num_gpu_blocks must be at least 1 (got {num_gpu_blocks})",
+            )
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = enable_caching
+        self.hash_block_size = hash_block_size
+        self.enable_kv_cache_events = enable_kv_cache_events
+        self.use_int_block_hashes = use_int_block_hashes
+        self.profile = profile
+        self.blocks: list[KVCacheBlock] = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
+        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        # hash key -> {block_id: block}, in caching order (the first is returned by lookups)
+        self.cached_block_hash_to_block: dict[BlockHashWithGroupId, dict[int, KVCacheBlock]] = {}
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
+        self.kv_event_queue: list[KVCacheEvent] = []
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def get_cached_block(
+        self, block_hash: BlockHash, kv_cache_group_ids: Sequence[int]
+    ) -> list[KVCacheBlock] | None:
+        """The cached block of ``block_hash`` for each group, or None if any group misses."""
+        cache = self.cached_block_hash_to_block
+        found: list[KVCacheBlock] = []
+        for group_id in kv_cache_group_ids:
+            blocks = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            if not blocks:
+                return None
+            found.append(next(iter(blocks.values())))
+        return found
+
+    @property
+    def num_cached_hashes(self) -> int:
+        """Distinct hash keys in the prefix cache."""
+        return len(self.cached_block_hash_to_block)
+
+    def get_num_free_blocks(self) -> int:
+        """Blocks in the free queue (eviction candidates included)."""
+        return self.free_block_queue.num_free_blocks
+
+    def get_usage(self) -> float:
+        """``1 - free / (num_gpu_blocks - 1)``: the null block does not count."""
+        total = self.num_gpu_blocks - 1
+        if not total:
+            return 0.0
+        return 1.0 - (self.get_num_free_blocks() / total)
+
+    # -- caching ---------------------------------------------------------------------------
+
+    def _external(self, block_hash: bytes) -> ExternalBlockHash:
+        return maybe_convert_block_hash(block_hash, use_int_block_hashes=self.use_int_block_hashes)
+
+    def _extra_keys(
+        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
+    ) -> list[ExtraKeys]:
+        keys: list[ExtraKeys] = []
+        mm_idx = 0
+        for i in block_indices:
+            start = i * block_size
+            extra, mm_idx = generate_block_hash_extra_keys(
+                self.profile, request.hash_request, start, start + block_size, mm_idx
+            )
+            keys.append(extra)
+        return keys
+
+    def _stored_event(
+        self,
+        request: CacheRequest,
+        *,
+        block_hashes: list[ExternalBlockHash],
+        parent_block_hash: ExternalBlockHash | None,
+        start_token_idx: int,
+        end_token_idx: int,
+        block_size: int,
+        group_id: int,
+        extra_keys: list[ExtraKeys],
+    ) -> BlockStored:
+        lora_name = request.lora_name
+        return BlockStored(
+            block_hashes=tuple(block_hashes),
+            parent_block_hash=parent_block_hash,
+            token_ids=tuple(request.all_token_ids[start_token_idx:end_token_idx]),
+            block_size=block_size,
+            lora_id=request.lora_int_id if lora_name is not None else None,
+            medium=MEDIUM_GPU,
+            lora_name=lora_name,
+            extra_keys=tuple(extra_keys) if extra_keys else None,
+            group_idx=group_id,
+        )
+
+    def cache_full_blocks(
+        self,
+        request: CacheRequest,
+        blocks: Sequence[KVCacheBlock],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        block_size: int,
+        kv_cache_group_id: int,
+        block_mask: Sequence[bool] | None = None,
+    ) -> None:
+        """Cache ``blocks[num_cached_blocks:num_full_blocks]`` under the request's hashes.
+
+        Null blocks, and blocks whose ``block_mask`` entry is False, are skipped.
+        With events on, one BlockStored covers the call.
+        """
+        if num_cached_blocks >= num_full_blocks:
+            return
+        new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
+        if block_mask is not None and len(block_mask) != len(new_full_blocks):
+            raise CacheStateError(
+                operation="cache_full_blocks",
+                reason=f"block_mask has {len(block_mask)} entries for "
+                f"{len(new_full_blocks)} new full blocks",
+            )
+        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        events = self.enable_kv_cache_events
+        new_hashes: list[ExternalBlockHash] = []
+        stored_indices: list[int] = []
+        for i, blk in enumerate(new_full_blocks):
+            if blk.is_null or (block_mask is not None and not block_mask[i]):
+                continue
+            index = num_cached_blocks + i
+            block_hash = block_hashes[index]
+            if blk.block_hash is not None:
+                raise CacheStateError(
+                    operation="cache_full_blocks",
+                    reason=f"block {blk.block_id} is already cached; only a partial block "
+                    "could be promoted, and partial prefix-cache entries are not modelled",
+                )
+            key = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
+            blk.set_block_hash(key, num_tokens=(index + 1) * block_size)
+            self.cached_block_hash_to_block.setdefault(key, {})[blk.block_id] = blk
+            if events:
+                new_hashes.append(self._external(block_hash))
+                stored_indices.append(index)
+        if not events:
+            return
+        parent = (
+            None if num_cached_blocks == 0 else self._external(block_hashes[num_cached_blocks - 1])
+        )
+        self.kv_event_queue.append(
+            self._stored_event(
+                request,
+                block_hashes=new_hashes,
+                parent_block_hash=parent,
+                start_token_idx=num_cached_blocks * block_size,
+                end_token_idx=num_full_blocks * block_size,
+                block_size=block_size,
+                group_id=kv_cache_group_id,
+                extra_keys=self._extra_keys(request, stored_indices, block_size),
+            )
+        )
+
+    def emit_cached_block_events(
+        self, request: CacheRequest, num_cached_blocks: int, block_size: int, group_id: int
+    ) -> None:
+        """A BlockStored for the first ``num_cached_blocks`` reused blocks (report mode "full")."""
+        if not self.enable_kv_cache_events or num_cached_blocks == 0:
+            return
+        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        self.kv_event_queue.append(
+            self._stored_event(
+                request,
+                block_hashes=[self._external(block_hashes[i]) for i in range(num_cached_blocks)],
+                parent_block_hash=None,
+                start_token_idx=0,
+                end_token_idx=num_cached_blocks * block_size,
+                block_size=block_size,
+                group_id=group_id,
+                extra_keys=self._extra_keys(request, range(num_cached_blocks), block_size),
+            )
+        )
+
+    def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
+        """Drop ``block``'s hash from the prefix cache (BlockRemoved); False if it had none."""
+        key = block.block_hash
+        if key is None:
+            return False
+        key = BlockHashWithGroupId(key)
+        blocks = self.cached_block_hash_to_block.get(key)
+        removed = blocks is not None and blocks.pop(block.block_id, None) is not None
+        if blocks is not None and not blocks:
+            del self.cached_block_hash_to_block[key]
+        block.reset_hash()
+        if not removed:
+            return False
+        if self.enable_kv_cache_events:
+            self.kv_event_queue.append(
+                BlockRemoved(
+                    block_hashes=(self._external(get_block_hash(key)),),
+                    medium=MEDIUM_GPU,
+                    group_idx=get_group_id(key),
+                )
+            )
+        return True
+
+    # -- allocation --------------------------------------------------------------------------
+
+    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Take ``num_blocks`` blocks from the queue head, evicting their cached hashes."""
+        if num_blocks > self.get_num_free_blocks():
+            raise CacheStateError(
+                operation="get_new_blocks",
+                reason=f"cannot get {num_blocks} free blocks from the pool "
+                f"({self.get_num_free_blocks()} free)",
+            )
+        blocks = self.free_block_queue.popleft_n(num_blocks)
+        for block in blocks:
+            if self.enable_caching:
+                self._maybe_evict_cached_block(block)
+            block.ref_cnt += 1
+        return blocks
+
+    def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """One more reference to each block; a free one leaves the queue (a cache hit)."""
+        queue = self.free_block_queue
+        for block in blocks:
+            if block.ref_cnt == 0 and not block.is_null:
+                queue.remove(block)
+            block.ref_cnt += 1
+
+    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+        """One reference less each; blocks now unreferenced join the queue.
+
+        ``ordered_blocks`` is in eviction order. Blocks without a hash go to the
+        head (they can never hit), blocks with one to the tail, each set in
+        the given order.
+        """
+        with_hash: list[KVCacheBlock] = []
+        without_hash: list[KVCacheBlock] = []
+        for block in ordered_blocks:
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0 and not block.is_null:
+                (without_hash if block.block_hash is None else with_hash).append(block)
+        self.free_block_queue.prepend_n(without_hash)
+        self.free_block_queue.append_n(with_hash)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached hash; refused (False) while any block is held."""
+        if self.num_gpu_blocks - self.get_num_free_blocks() != 1:
+            return False
+        self.cached_block_hash_to_block = {}
+        for block in self.blocks:
+            block.reset_hash()
+        if self.enable_kv_cache_events:
+            self.kv_event_queue.append(AllBlocksCleared())
+        return True
+
+    def take_events(self) -> list[KVCacheEvent]:
+        """The queued events, oldest first; the queue is emptied."""
+        if not self.enable_kv_cache_events:
+            return []
+        events = self.kv_event_queue
+        self.kv_event_queue = []
+        return events

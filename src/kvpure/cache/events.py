@@ -1,0 +1,65 @@
+"""vLLM 0.26's KV cache events as frozen values: BlockStored, BlockRemoved, AllBlocksCleared.
+
+Fields and their order are those of ``vllm.distributed.kv_events``; a hash is
+in vLLM's external form (an int, the digest's low 64 bits, or the digest
+bytes), chosen by the pool's ``use_int_block_hashes``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvpure.hashing import ExternalBlockHash
+
+MEDIUM_GPU = "GPU"
+"""The medium the scheduler's block pool reports."""
+
+ExtraKeys = tuple[object, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockStored:
+    """Blocks newly cached by one ``cache_full_blocks`` call of one group (or reused ones)."""
+
+    block_hashes: tuple[ExternalBlockHash, ...]
+    parent_block_hash: ExternalBlockHash | None
+    token_ids: tuple[int, ...]
+    block_size: int
+    lora_id: int | None
+    medium: str | None
+    lora_name: str | None
+    extra_keys: tuple[ExtraKeys, ...] | None = None
+    group_idx: int | None = None
+    kv_cache_spec_kind: str | None = None
+    kv_cache_spec_sliding_window: int | None = None
+    locality: str | None = None
+
+    def with_spec_metadata(self, kind: str, sliding_window: int | None) -> BlockStored:
+        """The event annotated with its group's spec kind and window (the manager's step)."""
+        return replace(self, kv_cache_spec_kind=kind, kv_cache_spec_sliding_window=sliding_window)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockRemoved:
+    """One block hash left the prefix cache (evicted, or replaced on promotion)."""
+
+    block_hashes: tuple[ExternalBlockHash, ...]
+    medium: str | None
+    group_idx: int | None = None
+    locality: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllBlocksCleared:
+    """The prefix cache was reset."""
+
+
+KVCacheEvent = BlockStored | BlockRemoved | AllBlocksCleared
+
+__all__ = [
+    "MEDIUM_GPU",
+    "AllBlocksCleared",
+    "BlockRemoved",
+    "BlockStored",
+    "KVCacheEvent",
+]

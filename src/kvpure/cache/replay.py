@@ -1,0 +1,349 @@
+"""Replay a trace through the KV cache manager exactly as vLLM 0.26's scheduler drives it.
+
+Each op is one or more scheduling steps; every step starts with
+``new_step_starts()``. Admission is the WAITING branch of
+``Scheduler.schedule()`` (hit lookup, Mamba "align" split, ``allocate_slots``
+with the full-sequence gate and the watermark); a running request's step is
+the RUNNING branch. A refused step changes nothing but the blocks freed
+outside a window; the request keeps its tokens pending. After every op the
+record takes the manager's events and prefix-cache stats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvpure.cache.errors import TraceFieldError, UnknownRequestError
+from kvpure.cache.manager import KVCacheManager
+from kvpure.cache.request import CacheRequest, RequestStatus
+from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
+from kvpure.cache.trace import (
+    AdmissionOutcome,
+    ArriveOp,
+    CacheTrace,
+    DecodeOp,
+    DecodeOutcome,
+    FinishOp,
+    FinishOutcome,
+    Op,
+    OpRecord,
+    Outcome,
+    PoolSnapshot,
+    ReplaySettings,
+    RequestSnapshot,
+    ResetOutcome,
+    RetryOp,
+    StepRecord,
+    StepsOutcome,
+)
+from kvpure.free_queue import KVCacheBlock
+from kvpure.hashing import VLLM_0_26, BlockHash, HashRequest, HashScheme
+
+__all__ = ["CacheReplay", "ReplayResult", "replay"]
+
+
+def _ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(b.block_id for b in group) for group in blocks)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayResult:
+    """The configuration the manager was built from, one record per op, the final state."""
+
+    config: ReplayConfig
+    coordinator: str
+    manager_names: tuple[str, ...]
+    none_hash: BlockHash | None
+    records: tuple[OpRecord, ...]
+    final_requests: tuple[tuple[str, RequestSnapshot], ...]
+    final_pool: PoolSnapshot
+
+
+class CacheReplay:
+    """A KV cache manager and the live requests of a trace, advanced op by op."""
+
+    def __init__(self, config: ReplayConfig, settings: ReplaySettings) -> None:
+        self.config = config
+        self.scheme: HashScheme | None = (
+            HashScheme.from_seed(
+                algorithm=config.hash_fn,
+                block_size=config.hash_block_size,
+                seed=settings.pythonhashseed,
+                profile=VLLM_0_26,
+            )
+            if config.enable_caching
+            else None
+        )
+        self.reserve_full_isl = settings.reserve_full_isl
+        self.manager = KVCacheManager(
+            kv_cache_config=config.kv_cache_config,
+            max_model_len=config.max_model_len,
+            scheduler_block_size=config.scheduler_block_size,
+            hash_block_size=config.hash_block_size,
+            max_in_flight_tokens=config.max_in_flight_tokens,
+            enable_caching=config.enable_caching,
+            use_eagle=config.use_eagle,
+            log_stats=settings.log_stats,
+            enable_kv_cache_events=settings.enable_kv_cache_events,
+            watermark=settings.watermark,
+            use_int_block_hashes=settings.use_int_block_hashes,
+            profile=VLLM_0_26,
+        )
+        self.requests: dict[str, CacheRequest] = {}
+        self.seen: set[str] = set()
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def request_snapshot(self, request: CacheRequest) -> RequestSnapshot:
+        """A live request's state."""
+        return RequestSnapshot(
+            status=request.status.value,
+            num_tokens=request.num_tokens,
+            num_computed_tokens=request.num_computed_tokens,
+            num_block_hashes=len(request.block_hashes),
+            block_ids=tuple(tuple(ids) for ids in self.manager.get_block_ids(request.request_id)),
+        )
+
+    def pool_snapshot(self) -> PoolSnapshot:
+        """The pool's state."""
+        pool = self.manager.block_pool
+        return PoolSnapshot(
+            free_queue=tuple(b.block_id for b in pool.free_block_queue.get_all_free_blocks()),
+            num_free_blocks=pool.get_num_free_blocks(),
+            num_cached_hashes=pool.num_cached_hashes,
+            usage=pool.get_usage(),
+        )
+
+    # -- scheduler steps ------------------------------------------------------------------------
+
+    def _mamba_split(self, request: CacheRequest, num_new_tokens: int, num_hit: int) -> int:
+        """vLLM's ``_mamba_block_aligned_split``: prefill chunks end on block boundaries."""
+        start = request.num_computed_tokens + num_hit
+        if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
+            return num_new_tokens
+        block_size = self.config.block_size
+        last = request.num_tokens - request.num_tokens % block_size
+        if self.config.use_eagle:
+            last = max(last - block_size, 0)
+        end = start + num_new_tokens
+        if end < last:
+            end = end // block_size * block_size
+        next_boundary = (start // block_size + 1) * block_size
+        junction = request.shared_prefix_boundary
+        stops = (
+            next_boundary if start % block_size != 0 and next_boundary <= last else 0,
+            last,
+            start + (junction - start) // block_size * block_size if start < junction < end else 0,
+        )
+        end = min((s for s in stops if start < s < end), default=end)
+        return max(end - start, 0)
+
+    def _any_running(self) -> bool:
+        return any(r.status is RequestStatus.RUNNING for r in self.requests.values())
+
+    def admit(self, request: CacheRequest) -> AdmissionOutcome:
+        """The WAITING branch: hit lookup, then ``allocate_slots`` for the rest of the prompt."""
+        manager = self.manager
+        manager.new_step_starts()
+        blocks, num_hit, boundary = manager.get_computed_blocks(request)
+        request.shared_prefix_boundary = boundary
+        num_new = min(request.num_tokens - num_hit, self.config.max_num_batched_tokens)
+        if self.config.need_mamba_block_aligned_split:
+            num_new = self._mamba_split(request, num_new, num_hit)
+
+        def outcome(steps: tuple[StepRecord, ...], admitted: bool) -> AdmissionOutcome:
+            return AdmissionOutcome(
+                num_cached_tokens=num_hit,
+                shared_prefix_boundary=boundary,
+                cached_block_ids=_ids(blocks),
+                steps=steps,
+                admitted=admitted,
+            )
+
+        if num_new <= 0:
+            return outcome(
+                (StepRecord(num_new_tokens=0, allocated=None, new_block_ids=None),), False
+            )
+        new_blocks = manager.allocate_slots(
+            request,
+            num_new,
+            num_hit,
+            blocks,
+            self.config.num_lookahead_tokens,
+            full_sequence_must_fit=self.reserve_full_isl,
+            has_scheduled_reqs=self._any_running(),
+        )
+        if new_blocks is None:
+            return outcome(
+                (StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None),), False
+            )
+        request.status = RequestStatus.RUNNING
+        request.num_computed_tokens = num_hit + num_new
+        steps = [StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))]
+        if self.config.need_mamba_block_aligned_split:
+            steps.extend(self.run_pending(request))
+        return outcome(tuple(steps), True)
+
+    def run_step(self, request: CacheRequest) -> StepRecord:
+        """The RUNNING branch: schedule the request's uncomputed tokens."""
+        manager = self.manager
+        manager.new_step_starts()
+        computed = request.num_computed_tokens
+        num_new = min(
+            request.num_tokens - computed,
+            self.config.max_num_batched_tokens,
+            self.config.max_model_len - 1 - computed,
+        )
+        if self.config.need_mamba_block_aligned_split:
+            num_new = self._mamba_split(request, num_new, 0)
+        if num_new <= 0:
+            return StepRecord(num_new_tokens=0, allocated=None, new_block_ids=None)
+        new_blocks = manager.allocate_slots(
+            request, num_new, num_lookahead_tokens=self.config.num_lookahead_tokens
+        )
+        if new_blocks is None:
+            return StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None)
+        request.num_computed_tokens = computed + num_new
+        return StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))
+
+    def run_pending(self, request: CacheRequest) -> list[StepRecord]:
+        """Steps until the request has no uncomputed tokens or a step schedules nothing."""
+        steps: list[StepRecord] = []
+        while request.num_computed_tokens < request.num_tokens:
+            step = self.run_step(request)
+            steps.append(step)
+            if step.allocated is not True:
+                break
+        return steps
+
+    # -- ops ------------------------------------------------------------------------------------
+
+    def _live(self, request_id: str, where: str) -> CacheRequest:
+        request = self.requests.get(request_id)
+        if request is None:
+            reason = (
+                "this request has already finished"
+                if request_id in self.seen
+                else "no request with this id has arrived"
+            )
+            raise UnknownRequestError(field=where, request_id=request_id, reason=reason)
+        return request
+
+    def _arrive(self, op: ArriveOp, where: str) -> tuple[Outcome, CacheRequest]:
+        if op.request_id in self.seen:
+            raise UnknownRequestError(
+                field=f"{where}.request_id",
+                request_id=op.request_id,
+                reason="request ids are never reused; give each arrival a new id",
+            )
+        if len(op.prompt_token_ids) >= self.config.max_model_len:
+            raise TraceFieldError(
+                field=f"{where}.prompt_token_ids",
+                value=f"{len(op.prompt_token_ids)} tokens",
+                reason=f"a prompt must be shorter than max_model_len "
+                f"({self.config.max_model_len} tokens)",
+            )
+        hash_request = HashRequest(
+            prompt_token_ids=op.prompt_token_ids,
+            lora_name=op.lora_name,
+            lora_path=op.lora_path,
+            cache_salt=op.cache_salt,
+            mm_features=op.mm_features,
+        )
+        request = CacheRequest(
+            request_id=op.request_id,
+            hash_request=hash_request,
+            scheme=self.scheme,
+            lora_int_id=op.lora_int_id if op.lora_name is not None else None,
+            kv_cache_report_mode=op.kv_cache_report_mode,
+            skip_reading_prefix_cache=op.skip_reading_prefix_cache,
+        )
+        self.seen.add(op.request_id)
+        self.requests[op.request_id] = request
+        return self.admit(request), request
+
+    def _decode(self, op: DecodeOp, where: str) -> tuple[Outcome, CacheRequest]:
+        request = self._live(op.request_id, f"{where}.request_id")
+        if request.status is RequestStatus.WAITING:
+            return DecodeOutcome(skipped="waiting"), request
+        steps = self.run_pending(request)
+        appended = 0
+        if not steps or steps[-1].allocated is True:
+            for token in op.token_ids:
+                if request.num_tokens + 1 >= self.config.max_model_len:
+                    raise TraceFieldError(
+                        field=f"{where}.token_ids",
+                        value=f"{request.num_tokens + 1} tokens",
+                        reason=f"decoding must keep num_tokens below max_model_len "
+                        f"({self.config.max_model_len})",
+                    )
+                request.append_output_token_ids(token)
+                appended += 1
+                step = self.run_step(request)
+                steps.append(step)
+                if step.allocated is not True:
+                    break
+        return DecodeOutcome(tokens_appended=appended, steps=tuple(steps)), request
+
+    def apply(self, op: Op, index: int) -> OpRecord:
+        """Run one op and record what it did."""
+        where = f"ops[{index}]"
+        request: CacheRequest | None
+        outcome: Outcome
+        if isinstance(op, ArriveOp):
+            outcome, request = self._arrive(op, where)
+        elif isinstance(op, DecodeOp):
+            outcome, request = self._decode(op, where)
+        elif isinstance(op, RetryOp):
+            request = self._live(op.request_id, f"{where}.request_id")
+            if request.status is RequestStatus.WAITING:
+                outcome = self.admit(request)
+            else:
+                outcome = StepsOutcome(steps=tuple(self.run_pending(request)))
+        elif isinstance(op, FinishOp):
+            finished = self._live(op.request_id, f"{where}.request_id")
+            del self.requests[op.request_id]
+            self.manager.free(finished)
+            outcome, request = FinishOutcome(was=finished.status.value), None
+        else:
+            outcome, request = ResetOutcome(ok=self.manager.reset_prefix_cache()), None
+        return OpRecord(
+            op=_op_name(op),
+            request_id=getattr(op, "request_id", None),
+            outcome=outcome,
+            request=None if request is None else self.request_snapshot(request),
+            pool=self.pool_snapshot(),
+            events=tuple(self.manager.take_events()),
+            prefix_cache_stats=self.manager.make_prefix_cache_stats(),
+        )
+
+
+_OP_NAMES: dict[type, str] = {
+    ArriveOp: "arrive",
+    RetryOp: "retry",
+    DecodeOp: "decode",
+    FinishOp: "finish",
+}
+
+
+def _op_name(op: Op) -> str:
+    return _OP_NAMES.get(type(op), "reset_prefix_cache")
+
+
+def replay(trace: CacheTrace) -> ReplayResult:
+    """Replay every op of ``trace``; the records and the final state."""
+    config = replay_config_from_plan_input(trace.plan_input)
+    engine = CacheReplay(config, trace.replay)
+    records = tuple(engine.apply(op, i) for i, op in enumerate(trace.ops))
+    return ReplayResult(
+        config=config,
+        coordinator=engine.manager.coordinator.kind,
+        manager_names=tuple(type(m).__name__ for m in engine.manager.coordinator.managers),
+        none_hash=None if engine.scheme is None else engine.scheme.none_hash,
+        records=records,
+        final_requests=tuple(
+            (rid, engine.request_snapshot(r)) for rid, r in engine.requests.items()
+        ),
+        final_pool=engine.pool_snapshot(),
+    )

@@ -1,0 +1,376 @@
+"""Cache-replay traces in JSON (``kvpure-cache-replay/1``): read a trace, write the goldens' shape.
+
+:func:`parse_trace` accepts a trace object or a whole golden file (its
+``trace`` is read) and ignores keys it does not know; a malformed field
+raises :class:`~kvpure.cache.errors.TraceFieldError` naming its path.
+:func:`render_result` gives ``{"kv_cache_config", "records", "final_state"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvpure.cache.errors import TraceFieldError
+from kvpure.cache.events import AllBlocksCleared, BlockRemoved, KVCacheEvent
+from kvpure.cache.manager import PrefixCacheStats
+from kvpure.cache.replay import ReplayResult
+from kvpure.cache.trace import (
+    AdmissionOutcome,
+    ArriveOp,
+    CacheTrace,
+    DecodeOp,
+    DecodeOutcome,
+    FinishOp,
+    FinishOutcome,
+    Op,
+    OpRecord,
+    Outcome,
+    PoolSnapshot,
+    ReplaySettings,
+    RequestSnapshot,
+    ResetPrefixCacheOp,
+    RetryOp,
+    StepRecord,
+    StepsOutcome,
+)
+from kvpure.hashing import MultiModalFeature
+from kvpure.interop.planning import parse_planning_input, render_kv_cache_spec
+
+__all__ = ["TRACE_FORMAT", "parse_trace", "render_result"]
+
+TRACE_FORMAT = "kvpure-cache-replay/1"
+JSON = dict[str, Any]
+
+_KINDS = {
+    "int": "an integer",
+    "bool": "true or false",
+    "str": "a string",
+    "number": "a number",
+    "list": "a list",
+    "obj": "an object",
+}
+
+
+def _is(kind: str, value: object) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list)
+    return isinstance(value, Mapping)
+
+
+def _field(obj: Mapping[str, Any], path: str, key: str, kind: str, default: Any = ...) -> Any:
+    """``obj[key]`` checked to be of ``kind``; ``default`` (if given) when absent or null."""
+    value = obj.get(key)
+    if value is None:
+        if default is ...:
+            raise TraceFieldError(field=f"{path}.{key}", value=value, reason="is required")
+        return default
+    if not _is(kind, value):
+        raise TraceFieldError(field=f"{path}.{key}", value=value, reason=f"must be {_KINDS[kind]}")
+    return value
+
+
+def _token_ids(obj: Mapping[str, Any], path: str, key: str) -> tuple[int, ...]:
+    values = _field(obj, path, key, "list")
+    if all(type(token) is int for token in values) and (not values or min(values) >= 0):
+        return tuple(values)
+    for i, token in enumerate(values):
+        if not _is("int", token) or token < 0:
+            raise TraceFieldError(
+                field=f"{path}.{key}[{i}]", value=token, reason="must be a non-negative integer"
+            )
+    return tuple(values)
+
+
+def _mm_features(obj: Mapping[str, Any], path: str) -> tuple[MultiModalFeature, ...]:
+    items = _field(obj, path, "mm_features", "list", [])
+    features = []
+    for i, item in enumerate(items):
+        where = f"{path}.mm_features[{i}]"
+        item = _obj(item, where)
+        features.append(
+            MultiModalFeature(
+                identifier=_field(item, where, "identifier", "str"),
+                offset=_field(item, where, "offset", "int"),
+                length=_field(item, where, "length", "int"),
+            )
+        )
+    return tuple(features)
+
+
+def _obj(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TraceFieldError(field=path, value=value, reason="must be an object")
+    return value
+
+
+def _parse_op(value: object, path: str) -> Op:
+    item = _obj(value, path)
+    name = _field(item, path, "op", "str")
+    if name == "reset_prefix_cache":
+        return ResetPrefixCacheOp()
+    request_id = _field(item, path, "request_id", "str")
+    if name == "arrive":
+        prompt = _token_ids(item, path, "prompt_token_ids")
+        if not prompt:
+            raise TraceFieldError(
+                field=f"{path}.prompt_token_ids", value=[], reason="must not be empty"
+            )
+        lora_name = _field(item, path, "lora_name", "str", None)
+        mode = _field(item, path, "kv_cache_report_mode", "str", "incremental")
+        if mode not in ("incremental", "full"):
+            raise TraceFieldError(
+                field=f"{path}.kv_cache_report_mode",
+                value=mode,
+                reason='must be "incremental" or "full"',
+            )
+        return ArriveOp(
+            request_id=request_id,
+            prompt_token_ids=prompt,
+            lora_name=lora_name,
+            lora_int_id=_field(item, path, "lora_int_id", "int", 1),
+            lora_path=_field(
+                item,
+                path,
+                "lora_path",
+                "str",
+                "" if lora_name is None else f"/adapters/{lora_name}",
+            ),
+            cache_salt=_field(item, path, "cache_salt", "str", None),
+            mm_features=_mm_features(item, path),
+            kv_cache_report_mode=mode,
+            skip_reading_prefix_cache=_field(
+                item, path, "skip_reading_prefix_cache", "bool", False
+            ),
+        )
+    if name == "decode":
+        return DecodeOp(request_id=request_id, token_ids=_token_ids(item, path, "token_ids"))
+    if name == "retry":
+        return RetryOp(request_id=request_id)
+    if name == "finish":
+        return FinishOp(request_id=request_id)
+    raise TraceFieldError(
+        field=f"{path}.op",
+        value=name,
+        reason="must be one of arrive, retry, decode, finish, reset_prefix_cache",
+    )
+
+
+def _parse_replay(obj: Mapping[str, Any]) -> ReplaySettings:
+    replay = _field(obj, "trace", "replay", "obj", {})
+    path = "replay"
+    defaults = ReplaySettings()
+    seed = replay.get("pythonhashseed", defaults.pythonhashseed)
+    if _is("int", seed):
+        seed = str(seed)
+    if not _is("str", seed):
+        raise TraceFieldError(field="replay.pythonhashseed", value=seed, reason="must be a string")
+    watermark = _field(replay, path, "watermark", "number", defaults.watermark)
+    if watermark < 0:
+        raise TraceFieldError(field="replay.watermark", value=watermark, reason="must be >= 0")
+    return ReplaySettings(
+        log_stats=_field(replay, path, "log_stats", "bool", defaults.log_stats),
+        enable_kv_cache_events=_field(
+            replay, path, "enable_kv_cache_events", "bool", defaults.enable_kv_cache_events
+        ),
+        use_int_block_hashes=_field(
+            replay, path, "use_int_block_hashes", "bool", defaults.use_int_block_hashes
+        ),
+        pythonhashseed=seed,
+        watermark=float(watermark),
+        reserve_full_isl=_field(
+            replay, path, "reserve_full_isl", "bool", defaults.reserve_full_isl
+        ),
+    )
+
+
+def parse_trace(data: object) -> CacheTrace:
+    """A trace object (or a golden file holding one under ``trace``) as kvpure values."""
+    obj = _obj(data, "trace")
+    if "trace" in obj and "ops" not in obj:
+        obj = _obj(obj["trace"], "trace")
+    data = obj
+    fmt = data.get("format", TRACE_FORMAT)
+    if fmt != TRACE_FORMAT:
+        raise TraceFieldError(field="format", value=fmt, reason=f'must be "{TRACE_FORMAT}"')
+    name = data.get("name")
+    plan = _field(data, "trace", "plan_input", "obj")
+    ops = _field(data, "trace", "ops", "list")
+    return CacheTrace(
+        name=name if isinstance(name, str) else None,
+        plan_input=parse_planning_input(plan, "plan_input"),
+        replay=_parse_replay(data),
+        ops=tuple(_parse_op(op, f"ops[{i}]") for i, op in enumerate(ops)),
+    )
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, (tuple, list)):
+        return [_json_value(v) for v in value]
+    return value
+
+
+def render_event(event: KVCacheEvent) -> JSON:
+    """One event as ``{"type", <every field of vLLM 0.26's struct>}``."""
+    if isinstance(event, AllBlocksCleared):
+        return {"type": "AllBlocksCleared"}
+    if isinstance(event, BlockRemoved):
+        return {
+            "type": "BlockRemoved",
+            "block_hashes": _json_value(event.block_hashes),
+            "medium": event.medium,
+            "group_idx": event.group_idx,
+            "locality": event.locality,
+        }
+    return {
+        "type": "BlockStored",
+        "block_hashes": _json_value(event.block_hashes),
+        "parent_block_hash": _json_value(event.parent_block_hash),
+        "token_ids": list(event.token_ids),
+        "block_size": event.block_size,
+        "lora_id": event.lora_id,
+        "medium": event.medium,
+        "lora_name": event.lora_name,
+        "extra_keys": _json_value(event.extra_keys),
+        "group_idx": event.group_idx,
+        "kv_cache_spec_kind": event.kv_cache_spec_kind,
+        "kv_cache_spec_sliding_window": event.kv_cache_spec_sliding_window,
+        "locality": event.locality,
+    }
+
+
+def _ids(block_ids: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
+    return None if block_ids is None else [list(ids) for ids in block_ids]
+
+
+def _step(step: StepRecord) -> JSON:
+    return {
+        "num_new_tokens": step.num_new_tokens,
+        "allocated": step.allocated,
+        "new_block_ids": _ids(step.new_block_ids),
+    }
+
+
+def _outcome(outcome: Outcome) -> JSON:
+    if isinstance(outcome, AdmissionOutcome):
+        return {
+            "num_cached_tokens": outcome.num_cached_tokens,
+            "shared_prefix_boundary": outcome.shared_prefix_boundary,
+            "cached_block_ids": _ids(outcome.cached_block_ids),
+            "steps": [_step(s) for s in outcome.steps],
+            "admitted": outcome.admitted,
+        }
+    if isinstance(outcome, DecodeOutcome):
+        if outcome.skipped is not None:
+            return {"skipped": outcome.skipped}
+        return {
+            "tokens_appended": outcome.tokens_appended,
+            "steps": [_step(s) for s in outcome.steps],
+        }
+    if isinstance(outcome, StepsOutcome):
+        return {"steps": [_step(s) for s in outcome.steps]}
+    if isinstance(outcome, FinishOutcome):
+        return {"was": outcome.was}
+    return {"ok": outcome.ok}
+
+
+def _request(snapshot: RequestSnapshot) -> JSON:
+    return {
+        "status": snapshot.status,
+        "num_tokens": snapshot.num_tokens,
+        "num_computed_tokens": snapshot.num_computed_tokens,
+        "num_block_hashes": snapshot.num_block_hashes,
+        "block_ids": _ids(snapshot.block_ids),
+    }
+
+
+def _pool(snapshot: PoolSnapshot) -> JSON:
+    return {
+        "free_queue": list(snapshot.free_queue),
+        "num_free_blocks": snapshot.num_free_blocks,
+        "num_cached_hashes": snapshot.num_cached_hashes,
+        "usage": snapshot.usage,
+    }
+
+
+def _stats(stats: PrefixCacheStats | None) -> JSON | None:
+    if stats is None:
+        return None
+    return {
+        "reset": stats.reset,
+        "requests": stats.requests,
+        "queries": stats.queries,
+        "hits": stats.hits,
+        "preempted_requests": stats.preempted_requests,
+        "preempted_queries": stats.preempted_queries,
+        "preempted_hits": stats.preempted_hits,
+    }
+
+
+def render_record(record: OpRecord) -> JSON:
+    """One record in the goldens' shape."""
+    return {
+        "op": record.op,
+        "request_id": record.request_id,
+        "outcome": _outcome(record.outcome),
+        "request": None if record.request is None else _request(record.request),
+        "pool": _pool(record.pool),
+        "events": [render_event(e) for e in record.events],
+        "prefix_cache_stats": _stats(record.prefix_cache_stats),
+    }
+
+
+def render_kv_cache_config(result: ReplayResult) -> JSON:
+    """The goldens' ``kv_cache_config``: what the manager was built from."""
+    config = result.config
+    return {
+        "vllm_version": "0.26.0",
+        "num_blocks": config.kv_cache_config.num_blocks,
+        "kv_cache_groups": [
+            {
+                "layer_names": list(group.layer_names),
+                "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec),
+                "manager": manager,
+            }
+            for group, manager in zip(
+                config.kv_cache_config.kv_cache_groups, result.manager_names, strict=True
+            )
+        ],
+        "coordinator": result.coordinator,
+        "scheduler_block_size": config.scheduler_block_size,
+        "hash_block_size": config.hash_block_size,
+        "max_model_len": config.max_model_len,
+        "max_in_flight_tokens": config.max_in_flight_tokens,
+        "enable_caching": config.enable_caching,
+        "hash_fn": config.hash_fn,
+        "none_hash": None if result.none_hash is None else result.none_hash.hex(),
+        "use_eagle": config.use_eagle,
+        "num_lookahead_tokens": config.num_lookahead_tokens,
+        "null_block_id": 0,
+        "planner_logs": list(config.planner_logs),
+    }
+
+
+def render_result(result: ReplayResult) -> JSON:
+    """``{"kv_cache_config", "records", "final_state"}`` as the goldens hold them."""
+    return {
+        "kv_cache_config": render_kv_cache_config(result),
+        "records": [render_record(r) for r in result.records],
+        "final_state": {
+            "requests": {rid: _request(snap) for rid, snap in result.final_requests},
+            "pool": _pool(result.final_pool),
+        },
+    }
