@@ -20,7 +20,7 @@ from kvpure.planning.log_lines import vllm_log_lines
 from tests.conftest import GOLDEN_026
 from tests.planning_golden_checks import assert_input_specs_round_trip, assert_plan_matches
 
-NOT_PLANNING = {"hashes.json", "tensor_views.json", "block_pool_traces.json"}
+NOT_PLANNING = {"hashes.json", "tensor_views.json", "block_pool_traces.json", "kv_events.json"}
 CASES = sorted(p for p in GOLDEN_026.glob("*.json") if p.name not in NOT_PLANNING)
 
 

@@ -1,0 +1,340 @@
+"""``kvpure events decode|audit FILE|-``: vLLM's KV event batches, read and checked.
+
+FILE (``-``: standard input) is one payload (the third frame of vLLM's PUB
+message) or a capture: records of a 4-byte big-endian length followed by one
+payload (see docs/events.md).
+
+``decode`` prints each batch; ``--json`` prints one JSON line per batch with
+every field (hashes as ints or hex) and the vLLM versions whose encoder
+writes exactly its bytes. ``audit`` recomputes every BlockStored hash under
+the router's settings (``--algo``, ``--seed``, ``--block-size``,
+``--profile``) and, where they do not reproduce an event, names the setting
+that does. Exit codes: 0 every event agrees, 1 some event disagrees or
+cannot be checked (``--allow-unverifiable`` makes the latter 0), 2 bad input.
+``listen ENDPOINT`` subscribes to a server (``kvpure.cli.events_listen``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kvpure.cli.events_listen import add_listen
+from kvpure.events.audit import AuditOptions, AuditReport, EventAudit, HashForm, audit_batches
+from kvpure.events.audit_check import AuditStatus
+from kvpure.events.errors import KVEventError
+from kvpure.events.frames import split_capture
+from kvpure.events.profiles import EVENT_PROFILES, EventProfile, get_event_profile
+from kvpure.events.types import BlockStored, KVEventBatch
+from kvpure.events.wire import decode_and_detect, decode_batch
+from kvpure.hashing.functions import HASH_ALGORITHM_NAMES
+from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, HashScheme, get_hash_profile
+from kvpure.interop.kv_events import batch_to_json
+
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+_NEWEST = tuple(EVENT_PROFILES.values())[-1]
+
+
+def register(sub: Any) -> None:
+    """Add the ``events`` subcommand (``decode``, ``audit``) to ``sub``."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "events",
+        help="decode or audit vLLM's KV event batches",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    actions = parser.add_subparsers(
+        dest="events_command", metavar="ACTION", parser_class=type(parser)
+    )
+    actions.required = True
+    profiles = tuple(EVENT_PROFILES)
+
+    decode = actions.add_parser("decode", help="print each batch")
+    decode.add_argument("file", metavar="FILE", help="a payload or a capture; - for stdin")
+    decode.add_argument(
+        "--profile",
+        choices=profiles,
+        help="the server's vLLM version (default: detected from the bytes)",
+    )
+    decode.add_argument("--json", action="store_true", help="one JSON line per batch")
+    decode.set_defaults(run=run_decode)
+
+    audit = actions.add_parser("audit", help="recompute every BlockStored hash")
+    audit.add_argument("file", metavar="FILE", help="a payload or a capture; - for stdin")
+    audit.add_argument(
+        "--algo", required=True, choices=HASH_ALGORITHM_NAMES, help="the router's hash algorithm"
+    )
+    audit.add_argument(
+        "--seed",
+        default=None,
+        help="the router's PYTHONHASHSEED (default: unset, the profile's rule)",
+    )
+    audit.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="the router's hash block size in tokens (default: the smallest "
+        "block_size of the events)",
+    )
+    audit.add_argument(
+        "--profile",
+        choices=profiles,
+        default=None,
+        help="the router's vLLM hashing rules (default: the version the bytes "
+        f"show, else {DEFAULT_HASH_PROFILE.name})",
+    )
+    audit.add_argument(
+        "--try-seed",
+        action="append",
+        default=[],
+        metavar="SEED",
+        help="another seed the diagnosis tries (repeatable; '0' and '42' always are)",
+    )
+    audit.add_argument(
+        "--lora-path",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a LoRA adapter's path (vLLM 0.33 hashes it; repeatable)",
+    )
+    audit.add_argument(
+        "--hashes",
+        choices=[form.value for form in HashForm],
+        default=None,
+        help="the hash form the router compares (default: what the events carry)",
+    )
+    audit.add_argument(
+        "--allow-unverifiable",
+        action="store_true",
+        help="exit 0 when nothing disagrees, even if some events cannot be checked",
+    )
+    audit.add_argument("--json", action="store_true", help="one JSON line per BlockStored")
+    audit.set_defaults(run=run_audit)
+    add_listen(actions)
+
+
+def _read(name: str) -> bytes:
+    if name == "-":
+        return sys.stdin.buffer.read()
+    return Path(name).read_bytes()
+
+
+def _error(message: str) -> int:
+    print(f"kvpure: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _decode_all(
+    payloads: Sequence[bytes], profile: EventProfile | None
+) -> list[tuple[KVEventBatch, tuple[EventProfile, ...]]]:
+    """Each payload's batch and the profiles that write it (``profile`` when given)."""
+    result: list[tuple[KVEventBatch, tuple[EventProfile, ...]]] = []
+    for index, payload in enumerate(payloads):
+        try:
+            if profile is not None:
+                result.append((decode_batch(payload, profile=profile), (profile,)))
+            else:
+                detected = decode_and_detect(payload)
+                result.append((detected.batch, detected.profiles))
+        except KVEventError as err:
+            raise _FrameError(index, err) from None
+    return result
+
+
+class _FrameError(Exception):
+    def __init__(self, index: int, err: KVEventError) -> None:
+        super().__init__(f"frame {index}: {err}")
+
+
+def _stream_profile(
+    decoded: Sequence[tuple[KVEventBatch, tuple[EventProfile, ...]]],
+) -> EventProfile | None:
+    """The version the bytes show: the first batch written by exactly one profile."""
+    for _, profiles in decoded:
+        if len(profiles) == 1:
+            return profiles[0]
+    return None
+
+
+def _load(args: argparse.Namespace) -> list[tuple[KVEventBatch, tuple[EventProfile, ...]]]:
+    profile = get_event_profile(args.profile) if args.profile else None
+    return _decode_all(split_capture(_read(args.file)), profile)
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    try:
+        decoded = _load(args)
+    except _FrameError as err:
+        return _error(str(err))
+    shown = _stream_profile(decoded) or _NEWEST
+    for index, (batch, profiles) in enumerate(decoded):
+        # the stream's version where it writes these bytes; every field when none does
+        profile = shown if shown in profiles else (profiles[-1] if profiles else _NEWEST)
+        if args.json:
+            line = {
+                "frame": index,
+                **batch_to_json(batch, profile),
+                "profiles": [p.name for p in profiles],
+            }
+            print(json.dumps(line, separators=(",", ":")))
+            continue
+        written = ", ".join(p.name for p in profiles) or "no vLLM version (not its encoder)"
+        print(
+            f"frame {index}: ts {batch.ts!r}, data_parallel_rank {batch.data_parallel_rank}, "
+            f"{len(batch.events)} events, written as {written}"
+        )
+        for number, event in enumerate(batch.events):
+            print(f"  [{number}] {describe_event(event)}")
+    return 0
+
+
+def _hash_text(value: int | bytes) -> str:
+    return value.hex() if isinstance(value, bytes) else str(value)
+
+
+def describe_event(event: object) -> str:
+    """One line about ``event`` for the text output."""
+    if isinstance(event, BlockStored):
+        parent = "-" if event.parent_block_hash is None else _hash_text(event.parent_block_hash)
+        keys = "" if not any(event.extra_keys or ()) else f" extra_keys {event.extra_keys}"
+        lora = "" if event.lora_name is None else f" lora {event.lora_name!r} (id {event.lora_id})"
+        return (
+            f"BlockStored group {event.group_idx} {event.kv_cache_spec_kind or ''} "
+            f"{len(event.block_hashes)} blocks of {event.block_size} tokens, parent {parent}, "
+            f"hashes {' '.join(_hash_text(h) for h in event.block_hashes)}{lora}{keys}"
+        )
+    name = type(event).__name__
+    hashes = getattr(event, "block_hashes", ())
+    group = getattr(event, "group_idx", None)
+    if not hashes:
+        return name
+    return f"{name} group {group} hashes {' '.join(_hash_text(h) for h in hashes)}"
+
+
+def _lora_paths(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    result = []
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--lora-path {pair!r}: expected NAME=PATH")
+        result.append((name, path))
+    return tuple(result)
+
+
+def _explanation_text(audit: EventAudit) -> str:
+    if not audit.explanations:
+        return "" if audit.status is AuditStatus.AGREES else "; no tried setting explains it"
+    options = [
+        ", ".join(f"{c.setting} {c.server} (yours {c.yours})" for c in changes) or "as is"
+        for changes in audit.explanations
+    ]
+    return "; agrees with " + " or ".join(options)
+
+
+def _audit_json(audit: EventAudit) -> dict[str, object]:
+    return {
+        "frame": audit.batch_index,
+        "event": audit.event_index,
+        "status": audit.status.value,
+        "parent": audit.parent.value,
+        "reason": audit.reason,
+        "num_hashes": audit.num_hashes,
+        "explanations": [
+            [{"setting": c.setting, "yours": c.yours, "server": c.server} for c in changes]
+            for changes in audit.explanations
+        ],
+    }
+
+
+def _exit_code(report: AuditReport, allow_unverifiable: bool) -> int:
+    if report.count(AuditStatus.DISAGREES):
+        return EXIT_MISMATCH
+    if report.count(AuditStatus.UNVERIFIABLE) and not allow_unverifiable:
+        return EXIT_MISMATCH
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    try:
+        decoded = _load(args)
+        lora_paths = _lora_paths(args.lora_path)
+    except _FrameError as err:
+        return _error(str(err))
+    except ValueError as err:
+        return _error(str(err))
+    batches = [batch for batch, _ in decoded]
+    sizes = [e.block_size for b in batches for e in b.events if isinstance(e, BlockStored)]
+    block_size = args.block_size if args.block_size is not None else min(sizes, default=1)
+    if args.profile:
+        hash_profile = get_event_profile(args.profile).hash_profile
+    else:
+        shown = _stream_profile(decoded)
+        hash_profile = shown.hash_profile if shown else DEFAULT_HASH_PROFILE
+    scheme = HashScheme.from_seed(
+        algorithm=args.algo,
+        block_size=block_size,
+        seed=args.seed,
+        profile=get_hash_profile(hash_profile.name),
+        random_none_hash=True,
+    )
+    options = AuditOptions(
+        seed=args.seed,
+        seed_unset=args.seed is None,
+        candidate_seeds=tuple(dict.fromkeys(("0", "42", *args.try_seed))),
+        lora_paths=lora_paths,
+        hash_form=HashForm(args.hashes) if args.hashes else None,
+    )
+    report = audit_batches(batches, scheme, options)
+    if args.json:
+        for audit in report.events:
+            print(json.dumps(_audit_json(audit), separators=(",", ":")))
+    summary = _summary(report, scheme, args.seed)
+    if args.json:
+        print(json.dumps({"summary": summary}, separators=(",", ":")))
+    else:
+        _print_report(report, summary)
+    return _exit_code(report, args.allow_unverifiable)
+
+
+def _summary(report: AuditReport, scheme: HashScheme, seed: str | None) -> dict[str, object]:
+    likely = report.likely_explanation()
+    return {
+        "algorithm": scheme.algorithm,
+        "block_size": scheme.block_size,
+        "seed": seed,
+        "profile": scheme.profile.name,
+        "block_stored": len(report.events),
+        "other_events": report.num_other_events,
+        **{status.value: report.count(status) for status in AuditStatus},
+        "likely": None
+        if likely is None
+        else [{"setting": c.setting, "yours": c.yours, "server": c.server} for c in likely],
+    }
+
+
+def _print_report(report: AuditReport, summary: dict[str, object]) -> None:
+    seed = "unset" if summary["seed"] is None else repr(summary["seed"])
+    print(
+        f"settings: {summary['algorithm']}, block_size {summary['block_size']} tokens, "
+        f"seed {seed}, profile {summary['profile']}"
+    )
+    print(
+        f"{len(report.events)} BlockStored events: {summary['agrees']} agree, "
+        f"{summary['disagrees']} disagree, {summary['unverifiable']} unverifiable "
+        f"({report.num_other_events} other events)"
+    )
+    for audit in report.events:
+        if audit.status is AuditStatus.AGREES:
+            continue
+        print(
+            f"  frame {audit.batch_index} event {audit.event_index}: {audit.status.value} "
+            f"(parent {audit.parent.value}): {audit.reason}{_explanation_text(audit)}"
+        )
+    likely = report.likely_explanation()
+    if likely:
+        changes = ", ".join(f"{c.setting} {c.server} where you use {c.yours}" for c in likely)
+        print(f"likely: the server uses {changes}")

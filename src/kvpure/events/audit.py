@@ -1,0 +1,342 @@
+"""Audit a server's BlockStored events against the hash settings a router uses.
+
+A router that computes the block hashes of incoming prompts must use the
+server's algorithm, NONE_HASH seed, hash block size and vLLM hashing rules,
+and compare in the form the events carry (64-bit ints or digest bytes);
+otherwise it never matches and nothing says why. :func:`audit_batches`
+recomputes every ``BlockStored`` with kvpure's hasher
+(:mod:`kvpure.events.audit_check` says exactly what can be recomputed) and,
+where the router's settings do not reproduce an event, looks for the
+settings that do: other seeds (from ``candidate_seeds``, and PYTHONHASHSEED
+unset), the other algorithms, the event's own block size (and
+``candidate_block_sizes``), the other vLLM profile. The explanation names
+every setting that differs, fewest changes first.
+
+The seed only reaches root blocks (parent None): a chained block with a
+published (bytes) parent checks everything but the seed. With int hashes a
+chained block needs its parent's full hash, which only an earlier event
+recomputed by this audit gives; a child of a block that disagreed disagrees
+too (the router cannot reproduce its prefix), a child of a block never seen
+is unverifiable.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from kvpure.errors import InvalidFieldError
+from kvpure.events.audit_check import (
+    AuditStatus,
+    Outcome,
+    ParentSource,
+    Settings,
+    check_event,
+    low_64_bits,
+)
+from kvpure.events.types import BlockStored, KVEventBatch
+from kvpure.hashing.functions import HASH_ALGORITHM_NAMES
+from kvpure.hashing.scheme import (
+    HASH_PROFILES,
+    HashScheme,
+    VllmHashProfile,
+    none_hash_from_seed,
+)
+
+DEFAULT_CANDIDATE_SEEDS: tuple[str, ...] = ("0", "42")
+MAX_CHANGES = 2
+"""The diagnosis tries settings differing from the router's in at most this many ways."""
+
+
+class HashForm(enum.Enum):
+    """How a router compares hashes with the events'."""
+
+    INT = "int"
+    """The low 64 bits, big-endian (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``)."""
+    BYTES = "bytes"
+    """The full digest (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SettingChange:
+    """One setting in which the server differs from the router (values as text)."""
+
+    setting: str
+    """``seed``, ``algorithm``, ``block_size``, ``profile`` or ``hash_form``."""
+    yours: str
+    server: str
+
+
+Explanation = tuple[SettingChange, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventAudit:
+    """The verdict on one BlockStored event."""
+
+    batch_index: int
+    event_index: int
+    status: AuditStatus
+    parent: ParentSource
+    reason: str
+    num_hashes: int
+    explanations: tuple[Explanation, ...] = ()
+    """Sets of changes to the router's settings under which the event agrees (the
+    fewest changes found; several when the event cannot tell them apart)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """Every BlockStored event's verdict, in stream order."""
+
+    events: tuple[EventAudit, ...]
+    num_other_events: int
+    """BlockRemoved and AllBlocksCleared events (nothing to recompute)."""
+
+    @property
+    def all_agree(self) -> bool:
+        return all(audit.status is AuditStatus.AGREES for audit in self.events)
+
+    def count(self, status: AuditStatus) -> int:
+        return sum(1 for audit in self.events if audit.status is status)
+
+    def likely_explanation(self) -> Explanation | None:
+        """The explanation shared by the most events that did not agree."""
+        counts = Counter(e for audit in self.events for e in audit.explanations[:1])
+        return counts.most_common(1)[0][0] if counts else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditOptions:
+    """How far the audit and its diagnosis look."""
+
+    seed: str | None = None
+    """The PYTHONHASHSEED the scheme's NONE_HASH came from, when known (else it is
+    looked for among the candidate seeds; it lets the diagnosis keep the seed while
+    trying another algorithm)."""
+    seed_unset: bool = False
+    """The router's PYTHONHASHSEED is unset: its NONE_HASH follows the profile's rule,
+    and where that is random, root blocks are unverifiable rather than disagreeing."""
+    candidate_seeds: tuple[str, ...] = DEFAULT_CANDIDATE_SEEDS
+    candidate_block_sizes: tuple[int, ...] = ()
+    lora_paths: tuple[tuple[str, str], ...] = ()
+    """(LoRA name, path) pairs: vLLM 0.33 hashes the path, events carry only the name."""
+    hash_form: HashForm | None = None
+    """The form the router compares; None accepts whatever the events carry."""
+    diagnose: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Seed:
+    label: str
+    value: str | None
+    known: bool
+    """False for the router's own NONE_HASH when its seed is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Guess:
+    seed: _Seed
+    algorithm: str
+    block_size: int
+    profile: VllmHashProfile
+
+    def settings(self, yours: _Guess, your_none_hash: bytes) -> Settings:
+        """Settings to compute with (NONE_HASH None where this guess cannot know it)."""
+        none_hash: bytes | None
+        if not self.seed.known:
+            none_hash = your_none_hash if self.algorithm == yours.algorithm else None
+        elif self.seed.value is not None:
+            none_hash = none_hash_from_seed(self.algorithm, self.seed.value)
+        else:
+            unseeded = self.profile.unseeded_none_hash_seed(self.algorithm)
+            none_hash = None if unseeded is None else none_hash_from_seed(self.algorithm, unseeded)
+        return Settings(self.algorithm, none_hash, self.block_size, self.profile)
+
+    def changes(self, yours: _Guess) -> Explanation:
+        pairs = (
+            ("seed", yours.seed.label, self.seed.label),
+            ("algorithm", yours.algorithm, self.algorithm),
+            ("block_size", str(yours.block_size), str(self.block_size)),
+            ("profile", yours.profile.name, self.profile.name),
+        )
+        return tuple(SettingChange(name, a, b) for name, a, b in pairs if a != b)
+
+
+def _divisors(number: int) -> list[int]:
+    """The divisors of ``number``, largest first (none for ``number < 1``)."""
+    small = [n for n in range(1, math.isqrt(max(number, 0)) + 1) if number % n == 0]
+    return sorted({*small, *(number // n for n in small)}, reverse=True)
+
+
+def _seed_label(seed: str | None) -> str:
+    return "unset" if seed is None else repr(seed)
+
+
+def _your_seed(scheme: HashScheme, options: AuditOptions) -> _Seed:
+    if options.seed_unset:
+        return _Seed("unset", None, True)
+    if options.seed is not None:
+        if none_hash_from_seed(scheme.algorithm, options.seed) != scheme.none_hash:
+            raise InvalidFieldError(
+                field="seed",
+                value=options.seed,
+                reason=f"does not give the scheme's NONE_HASH under {scheme.algorithm}",
+            )
+        return _Seed(_seed_label(options.seed), options.seed, True)
+    for seed in (*options.candidate_seeds, None):
+        if seed is None:
+            unseeded = scheme.profile.unseeded_none_hash_seed(scheme.algorithm)
+            if (
+                unseeded is not None
+                and none_hash_from_seed(scheme.algorithm, unseeded) == scheme.none_hash
+            ):
+                return _Seed("unset", None, True)
+        elif none_hash_from_seed(scheme.algorithm, seed) == scheme.none_hash:
+            return _Seed(_seed_label(seed), seed, True)
+    return _Seed(f"unknown (NONE_HASH {scheme.none_hash.hex()[:16]}...)", None, False)
+
+
+class _Auditor:
+    """The audit's state across a stream: full hashes recomputed per guess."""
+
+    def __init__(self, scheme: HashScheme, options: AuditOptions) -> None:
+        self.none_hash = scheme.none_hash
+        self.yours = _Guess(
+            _your_seed(scheme, options), scheme.algorithm, scheme.block_size, scheme.profile
+        )
+        self.settings = self.yours.settings(self.yours, scheme.none_hash)
+        self.options = options
+        self.lora_paths: Mapping[str, str] = dict(options.lora_paths)
+        self.known: dict[_Guess, dict[int, tuple[bytes, ...]]] = {}
+        self.origin: dict[int | bytes, AuditStatus] = {}
+        seeds = [self.yours.seed]
+        for value in (*options.candidate_seeds, None):
+            seed = _Seed(_seed_label(value), value, True)
+            if seed.label not in {s.label for s in seeds}:
+                seeds.append(seed)
+        self.seeds = tuple(seeds)
+
+    def _check(self, event: BlockStored, guess: _Guess, settings: Settings) -> Outcome:
+        known = self.known.setdefault(guess, {})
+        outcome = check_event(event, settings, known, self.lora_paths)
+        if outcome.status is AuditStatus.AGREES and isinstance(event.block_hashes[0], int):
+            for digest in outcome.digests:
+                key = low_64_bits(digest)
+                if digest not in known.get(key, ()):
+                    known[key] = (*known.get(key, ()), digest)
+        return outcome
+
+    def _guesses(self, event: BlockStored) -> Iterator[_Guess]:
+        # the seed reaches a block through its chain's root: a published parent cuts it off
+        published = isinstance(event.parent_block_hash, bytes)
+        seeds = (self.yours.seed,) if published else self.seeds
+        # the hash block size divides the event's block size (equal unless groups differ)
+        sizes = dict.fromkeys(
+            (
+                self.yours.block_size,
+                *_divisors(event.block_size),
+                *self.options.candidate_block_sizes,
+            )
+        )
+        guesses = [
+            _Guess(seed, algorithm, size, profile)
+            for seed, algorithm, size, profile in itertools.product(
+                seeds, HASH_ALGORITHM_NAMES, sizes, HASH_PROFILES.values()
+            )
+        ]
+        by_changes = sorted(guesses, key=lambda g: len(g.changes(self.yours)))
+        return (g for g in by_changes if 0 < len(g.changes(self.yours)) <= MAX_CHANGES)
+
+    def _diagnose(self, event: BlockStored) -> tuple[Explanation, ...]:
+        found: list[Explanation] = []
+        fewest: int | None = None
+        for guess in self._guesses(event):
+            changes = guess.changes(self.yours)
+            if fewest is not None and len(changes) > fewest:
+                break
+            outcome = self._check(event, guess, guess.settings(self.yours, self.none_hash))
+            if outcome.status is AuditStatus.AGREES:
+                found.append(changes)
+                fewest = len(changes)
+        return tuple(found)
+
+    def _form_change(self, event: BlockStored) -> SettingChange | None:
+        form = self.options.hash_form
+        carried = HashForm.INT if isinstance(event.block_hashes[0], int) else HashForm.BYTES
+        if form is None or form is carried:
+            return None
+        return SettingChange("hash_form", form.value, carried.value)
+
+    def audit(self, event: BlockStored, batch_index: int, event_index: int) -> EventAudit:
+        outcome = self._check(event, self.yours, self.settings)
+        status, reason = outcome.status, outcome.reason
+        parent = event.parent_block_hash
+        if outcome.parent is ParentSource.UNKNOWN and parent is not None:
+            if self.origin.get(parent) is AuditStatus.DISAGREES:
+                status = AuditStatus.DISAGREES
+                reason = "its parent block is one that disagreed"
+            elif parent in self.origin:
+                reason += "; the event that stored it could not be checked either"
+            else:
+                reason += " and no earlier event gave it (the capture began later?)"
+        explanations: tuple[Explanation, ...] = ()
+        if status is not AuditStatus.AGREES and self.options.diagnose:
+            explanations = self._diagnose(event)
+        form = self._form_change(event) if event.block_hashes else None
+        if form is not None:
+            if status is AuditStatus.AGREES:
+                status, reason, explanations = AuditStatus.DISAGREES, "", ((),)
+            reason = "; ".join(
+                r
+                for r in (
+                    reason,
+                    f"the events carry {form.server} hashes, the router compares {form.yours}",
+                )
+                if r
+            )
+            explanations = tuple((*e, form) for e in explanations)
+        for block_hash in event.block_hashes:
+            if self.origin.get(block_hash) is not AuditStatus.AGREES:
+                self.origin[block_hash] = status
+        return EventAudit(
+            batch_index=batch_index,
+            event_index=event_index,
+            status=status,
+            parent=outcome.parent,
+            reason=reason,
+            num_hashes=len(event.block_hashes),
+            explanations=explanations,
+        )
+
+
+def iter_audit(
+    batches: Iterable[KVEventBatch], scheme: HashScheme, options: AuditOptions | None = None
+) -> Iterator[EventAudit | None]:
+    """The verdict on each event as the batches arrive (None for events that are not
+    BlockStored): for a live stream. :func:`audit_batches` collects them."""
+    auditor = _Auditor(scheme, options or AuditOptions())
+    for batch_index, batch in enumerate(batches):
+        for event_index, event in enumerate(batch.events):
+            if isinstance(event, BlockStored):
+                yield auditor.audit(event, batch_index, event_index)
+            else:
+                yield None
+
+
+def audit_batches(
+    batches: Iterable[KVEventBatch], scheme: HashScheme, options: AuditOptions | None = None
+) -> AuditReport:
+    """Recompute every BlockStored of ``batches`` under ``scheme``; explain mismatches."""
+    audits: list[EventAudit] = []
+    others = 0
+    for audit in iter_audit(batches, scheme, options):
+        if audit is None:
+            others += 1
+        else:
+            audits.append(audit)
+    return AuditReport(tuple(audits), others)

@@ -1,0 +1,140 @@
+"""vLLM's KV cache events as frozen typed values.
+
+The classes carry vLLM's names and fields, in vLLM's order (the wire order):
+:class:`BlockStored`, :class:`BlockRemoved`, :class:`AllBlocksCleared` and the
+batch :class:`KVEventBatch` ``(ts, events, data_parallel_rank)``. They are the
+union of the fields of every vLLM version kvpure knows (0.33's
+``ownership``, ``session_id`` and ``lookahead_token_ids`` included, None when
+absent); which fields a version has is its
+:class:`~kvpure.events.profiles.EventProfile`.
+
+They are msgspec Structs, as vLLM's are, so a payload decodes straight into
+them: ``frozen`` (immutable and hashable), sequences as tuples, extra keys as
+:class:`ExtraKey` tuples. Equal events compare and hash equal.
+
+Field notes, for a router reading them:
+
+- ``block_hashes`` / ``parent_block_hash``: 64-bit ints (the low 64 bits of
+  the digest, read big-endian: vLLM's default
+  ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``) or the digest bytes.
+- ``token_ids``: the tokens of the blocks, ``block_size`` per block. In groups
+  that cache only some blocks (Mamba, sliding window with a block mask), it
+  also covers the blocks left out, so ``len(token_ids)`` can exceed
+  ``len(block_hashes) * block_size``.
+- ``extra_keys``: one entry per block, None for a block without keys; a plain
+  request gives ``(None, None, ...)``, not None.
+- ``lora_id`` is deprecated in vLLM (``lora_name`` is what is hashed).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+MEDIUM_GPU = "GPU"
+"""``medium`` of blocks in GPU memory (both versions)."""
+MEDIUM_CPU = "CPU"
+"""``medium`` of blocks offloaded to CPU memory."""
+MEDIUM_STORAGE = "STORAGE"
+"""``medium`` of blocks in an offloading storage tier (0.33; 0.26 had FS/OBJ media)."""
+
+EventHash = int | bytes
+"""A block hash as events carry it: a 64-bit int or the digest bytes."""
+
+
+class ExtraKey(tuple[object, ...]):
+    """The extra keys of one block, as published: a tuple of keys.
+
+    A key is a string (LoRA name, cache salt), bytes (prompt-embeddings digest),
+    a tuple (``(mm_identifier, offset)``), or another MessagePack scalar. Nested
+    arrays are tuples, so the value is hashable. It compares equal to the plain
+    tuple with the same items; hash it as ``tuple(key)`` (pickle would record
+    the class).
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"ExtraKey({tuple.__repr__(self)})"
+
+
+class KVCacheEvent(
+    msgspec.Struct,
+    tag=True,
+    omit_defaults=True,
+    frozen=True,
+    kw_only=True,
+    forbid_unknown_fields=True,
+    gc=False,
+):
+    """Base of the events; on the wire a map whose first key ``type`` is the class name."""
+
+
+class BlockStored(KVCacheEvent, frozen=True):
+    """Full blocks entered the prefix cache (one event per group per caching step)."""
+
+    block_hashes: tuple[int | bytes, ...]
+    parent_block_hash: int | bytes | None
+    """The hash of the block before the first one; None when the first block starts the
+    request (its parent is NONE_HASH)."""
+    token_ids: tuple[int, ...]
+    block_size: int
+    lora_id: int | None
+    medium: str | None
+    lora_name: str | None
+    extra_keys: tuple[ExtraKey | None, ...] | None = None
+    group_idx: int | None = None
+    kv_cache_spec_kind: str | None = None
+    kv_cache_spec_sliding_window: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
+    session_id: str | None = None
+    lookahead_token_ids: tuple[int, ...] | None = None
+
+
+class BlockRemoved(KVCacheEvent, frozen=True):
+    """Cached blocks left the prefix cache: one event per evicted hash and group.
+
+    The hash may still be cached: when a prompt is fully cached, vLLM recomputes
+    its last block and caches it again under the same hash, so one hash can have
+    two live blocks, and removing one leaves the other.
+    """
+
+    block_hashes: tuple[int | bytes, ...]
+    medium: str | None
+    group_idx: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
+
+
+class AllBlocksCleared(KVCacheEvent, frozen=True):
+    """The prefix cache was reset: no hash is cached any more."""
+
+
+KVEvent = BlockStored | BlockRemoved | AllBlocksCleared
+"""Any one event."""
+
+EVENT_TYPES: tuple[type[KVCacheEvent], ...] = (BlockStored, BlockRemoved, AllBlocksCleared)
+
+
+class KVEventBatch(
+    msgspec.Struct,
+    array_like=True,
+    omit_defaults=True,
+    frozen=True,
+    forbid_unknown_fields=True,
+    gc=False,
+):
+    """One published batch: the array ``[ts, events, data_parallel_rank]``.
+
+    ``data_parallel_rank`` is left out of the array when None; vLLM's publisher
+    fills in its own rank before encoding, so published batches carry it.
+    """
+
+    ts: float
+    events: tuple[KVEvent, ...]
+    data_parallel_rank: int | None = None
+
+
+def event_type_name(event: KVCacheEvent) -> str:
+    """The event's ``type`` tag (its class name)."""
+    return type(event).__name__

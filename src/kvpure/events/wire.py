@@ -1,0 +1,313 @@
+"""KV event batches from and to the exact bytes vLLM publishes.
+
+The payload (the third frame of vLLM's PUB message) is
+``msgspec.msgpack.Encoder().encode(KVEventBatch)``. kvpure decodes it with
+msgspec into its frozen event values (as fast as decoding into vLLM's own
+structs, see ``bench/bench_events.py``) and encodes them back to the same
+bytes, per vLLM version:
+
+- :func:`decode_batch`: bytes to a :class:`KVEventBatch`. Without a profile
+  every field of every known version is accepted; with one, a field that
+  version lacks is an :class:`EventFieldNotInProfileError`.
+- :func:`encode_batch` / :func:`encode_event`: the bytes the given version's
+  vLLM writes (a 0.33 ``BlockStored`` has a map16 header, a 0.26 one a fixmap
+  header; everything else is the same).
+- :func:`decode_and_detect`: the batch and the profiles whose encoder writes
+  exactly these bytes.
+
+Anything that is not a valid batch raises a :class:`KVEventDecodeError`
+subclass naming the event index and field (and never anything else): cut or
+broken bytes, wrong types, unknown ``type`` tags, missing or unknown fields.
+What is accepted is what vLLM's own typed decoder accepts (an int ``ts``
+reads as a float, any int as a hash, a repeated key keeps its last value),
+except that kvpure also refuses unknown fields and extra-key values that are
+maps or extension types, which vLLM never writes. Re-encoding gives vLLM's
+bytes for the decoded values: for a payload vLLM wrote, the payload itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import msgspec
+
+from kvpure.events.errors import (
+    EventFieldNotInProfileError,
+    EventFieldTypeError,
+    KVEventArgumentTypeError,
+    KVEventDecodeError,
+    KVEventEncodeError,
+    MalformedEventBatchError,
+    MissingEventFieldError,
+    TruncatedEventBatchError,
+    UnknownEventFieldError,
+    UnknownEventTypeError,
+)
+from kvpure.events.profiles import EVENT_PROFILES, FIXMAP_MAX_KEYS, EventProfile
+from kvpure.events.scan import event_type_at, scan_batch
+from kvpure.events.types import EVENT_TYPES, ExtraKey, KVCacheEvent, KVEvent, KVEventBatch
+
+Payload = bytes | bytearray | memoryview
+"""What a payload may be given as (a ZMQ frame's buffer will do)."""
+
+MAX_EXTRA_KEY_DEPTH = 16
+"""Nesting allowed inside one block's extra keys (vLLM's keys nest 2 deep)."""
+
+_KEY_SCALARS = (type(None), bool, int, float, str, bytes)
+
+
+def _freeze(value: object, depth: int) -> object:
+    kind = type(value)
+    if kind is list:
+        if depth >= MAX_EXTRA_KEY_DEPTH:
+            raise ValueError(f"extra keys nest deeper than {MAX_EXTRA_KEY_DEPTH} levels")
+        return tuple([_freeze(item, depth + 1) for item in value])  # type: ignore[attr-defined]
+    if kind in _KEY_SCALARS:
+        return value
+    what = "a map" if kind is dict else f"a {kind.__name__} value"
+    raise ValueError(
+        f"{what} is not an extra key (vLLM's keys are strings, bytes, numbers, arrays)"
+    )
+
+
+def _decode_hook(kind: type, value: object) -> object:
+    if kind is ExtraKey:
+        if type(value) is list:
+            return ExtraKey([_freeze(item, 1) for item in value])
+        raise ValueError(f"Expected `array | null`, got `{type(value).__name__}`")
+    raise TypeError(f"kvpure cannot decode {kind!r}")  # pragma: no cover - no other custom type
+
+
+_DECODER = msgspec.msgpack.Decoder(KVEventBatch, dec_hook=_decode_hook)
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+class _RawBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    """The batch layout with pre-encoded events (for headers the profile writes otherwise)."""
+
+    ts: float
+    events: list[msgspec.Raw]
+    data_parallel_rank: int | None = None
+
+
+def _struct_defaults(cls: type[KVCacheEvent]) -> dict[str, object]:
+    return {
+        field.name: field.default
+        for field in msgspec.structs.fields(cls)
+        if field.default is not msgspec.NODEFAULT
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _ProfileRules:
+    extras: dict[type, tuple[tuple[str, object], ...]]
+    """Per event class: the (field, default) pairs of kvpure's struct the profile lacks."""
+    patched: frozenset[type]
+    """The event classes whose header the profile writes otherwise than kvpure's struct."""
+
+
+@functools.cache
+def _rules(profile: EventProfile) -> _ProfileRules:
+    extras: dict[type, tuple[tuple[str, object], ...]] = {}
+    patched: set[type] = set()
+    for cls in EVENT_TYPES:
+        own = profile.fields_of(cls.__name__)
+        defaults = _struct_defaults(cls)
+        missing = tuple((f, defaults.get(f)) for f in cls.__struct_fields__ if f not in own)
+        if missing:
+            extras[cls] = missing
+        if profile.uses_map16(cls.__name__) != (len(cls.__struct_fields__) + 1 > FIXMAP_MAX_KEYS):
+            patched.add(cls)
+    return _ProfileRules(extras=extras, patched=frozenset(patched))
+
+
+def _check_profile(events: tuple[KVEvent, ...], profile: EventProfile) -> None:
+    extras = _rules(profile).extras
+    if not extras:
+        return
+    for index, event in enumerate(events):
+        for field, default in extras.get(type(event), ()):
+            if getattr(event, field) != default:
+                raise EventFieldNotInProfileError(
+                    profile=profile.name,
+                    event_index=index,
+                    event_type=type(event).__name__,
+                    field=field,
+                )
+
+
+def _require_profile(profile: object) -> EventProfile:
+    if not isinstance(profile, EventProfile):
+        raise KVEventArgumentTypeError(argument="profile", expected="EventProfile", value=profile)
+    return profile
+
+
+# --- decoding -----------------------------------------------------------------------
+
+_AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
+_EVENT_PATH = re.compile(r"^\[1\]\[(?P<index>\d+)\](?:\.(?P<field>.+))?$")
+_BATCH_PATH = re.compile(r"^\[(?P<index>\d+)\](?P<rest>.*)$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
+_BATCH_FIELDS = ("ts", "events", "data_parallel_rank")
+_EVENT_TAGS = ", ".join(cls.__name__ for cls in EVENT_TYPES)
+
+
+def _from_validation(err: msgspec.ValidationError, data: bytes) -> KVEventDecodeError:
+    match = _AT.match(str(err))
+    reason, path = (match["reason"], match["path"]) if match else (str(err), "")
+    event_index: int | None = None
+    field: str | None = None
+    event = _EVENT_PATH.match(path)
+    if event:
+        event_index, field = int(event["index"]), event["field"]
+    else:
+        top = _BATCH_PATH.match(path)
+        if top:
+            index = int(top["index"])
+            name = _BATCH_FIELDS[index] if index < len(_BATCH_FIELDS) else f"[{index}]"
+            field = name + top["rest"]
+    event_type = event_type_at(data, event_index) if event_index is not None else None
+    missing, unknown = _MISSING.match(reason), _UNKNOWN.match(reason)
+    if missing:
+        return MissingEventFieldError(
+            reason="missing: the tag that names the event"
+            if missing["field"] == "type"
+            else "missing (vLLM writes this field even when it is None)",
+            event_index=event_index,
+            field=missing["field"],
+            event_type=event_type,
+        )
+    if unknown:
+        return UnknownEventFieldError(
+            reason="no event of any known vLLM version has this field",
+            event_index=event_index,
+            field=unknown["field"],
+            event_type=event_type,
+        )
+    if field == "type" and reason.startswith("Invalid value"):
+        return UnknownEventTypeError(
+            reason=f"unknown event type; vLLM sends {_EVENT_TAGS}",
+            event_index=event_index,
+            field=field,
+            event_type=event_type,
+        )
+    return EventFieldTypeError(
+        reason=reason, event_index=event_index, field=field, event_type=event_type
+    )
+
+
+def _from_broken_bytes(err: Exception, data: bytes) -> KVEventDecodeError:
+    problem = scan_batch(data)
+    if problem is None:
+        return MalformedEventBatchError(reason=str(err) or type(err).__name__)
+    error_class = (
+        TruncatedEventBatchError if problem.kind == "truncated" else (MalformedEventBatchError)
+    )
+    return error_class(
+        reason=problem.reason,
+        event_index=problem.event_index,
+        field=problem.field,
+        event_type=problem.event_type,
+        offset=problem.offset,
+    )
+
+
+def decode_batch(payload: Payload, *, profile: EventProfile | None = None) -> KVEventBatch:
+    """The batch in ``payload`` (one PUB payload frame), as frozen values.
+
+    With ``profile``, an event that sets a field that version does not have raises
+    :class:`EventFieldNotInProfileError`. Anything else wrong raises a
+    :class:`KVEventDecodeError` subclass naming the event index and field.
+    """
+    if not isinstance(payload, bytes | bytearray | memoryview):
+        raise KVEventArgumentTypeError(
+            argument="payload", expected="bytes, bytearray or memoryview", value=payload
+        )
+    try:
+        batch: KVEventBatch = _DECODER.decode(payload)
+    except msgspec.ValidationError as err:
+        raise _from_validation(err, bytes(payload)) from None
+    except (msgspec.DecodeError, RecursionError) as err:
+        raise _from_broken_bytes(err, bytes(payload)) from None
+    if profile is not None:
+        _check_profile(batch.events, _require_profile(profile))
+    return batch
+
+
+# --- encoding -----------------------------------------------------------------------
+
+
+def _fit_header(raw: bytes, profile: EventProfile, event_type: str) -> bytes:
+    """``raw`` (msgspec's bytes for kvpure's struct) with the header vLLM's struct gets."""
+    if profile.uses_map16(event_type):
+        if raw[0] == 0xDE:
+            return raw
+        return b"\xde" + (raw[0] & 0x0F).to_bytes(2, "big") + raw[1:]
+    if raw[0] != 0xDE:
+        return raw
+    return bytes((0x80 | int.from_bytes(raw[1:3], "big"),)) + raw[3:]
+
+
+def _encode(value: object) -> bytes:
+    try:
+        return _ENCODER.encode(value)
+    except (msgspec.EncodeError, OverflowError, TypeError, ValueError) as err:
+        raise KVEventEncodeError(reason=str(err)) from None
+
+
+def encode_event(event: KVEvent, *, profile: EventProfile) -> bytes:
+    """One event as ``profile``'s vLLM encodes it (``msgspec.msgpack.encode(event)``)."""
+    if not isinstance(event, EVENT_TYPES):
+        raise KVEventArgumentTypeError(argument="event", expected="a KV event", value=event)
+    profile = _require_profile(profile)
+    _check_profile((event,), profile)
+    return _fit_header(_encode(event), profile, type(event).__name__)
+
+
+def encode_batch(batch: KVEventBatch, *, profile: EventProfile) -> bytes:
+    """The payload ``profile``'s vLLM publishes for ``batch``, byte for byte."""
+    if not isinstance(batch, KVEventBatch):
+        raise KVEventArgumentTypeError(argument="batch", expected="KVEventBatch", value=batch)
+    profile = _require_profile(profile)
+    _check_profile(batch.events, profile)
+    patched = _rules(profile).patched
+    if patched and any(type(event) in patched for event in batch.events):
+        events = [
+            msgspec.Raw(_fit_header(_encode(event), profile, type(event).__name__))
+            for event in batch.events
+        ]
+        raw = _RawBatch(ts=batch.ts, events=events, data_parallel_rank=batch.data_parallel_rank)
+        return _encode(raw)
+    return _encode(batch)
+
+
+# --- detection ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DetectedBatch:
+    """A decoded batch and the vLLM versions whose encoder writes exactly its bytes."""
+
+    batch: KVEventBatch
+    profiles: tuple[EventProfile, ...]
+    """One profile when the bytes tell the version (a BlockStored's header, a newer
+    field); every profile when they cannot (only BlockRemoved / AllBlocksCleared);
+    none when no vLLM writes these bytes (another encoder, keys in another order)."""
+
+
+def _writes(batch: KVEventBatch, profile: EventProfile, data: bytes) -> bool:
+    try:
+        return encode_batch(batch, profile=profile) == data
+    except EventFieldNotInProfileError:
+        return False
+
+
+def decode_and_detect(payload: Payload) -> DetectedBatch:
+    """Decode ``payload`` and find which profiles' encoders reproduce it byte for byte."""
+    batch = decode_batch(payload)
+    data = bytes(payload)
+    profiles = tuple(p for p in EVENT_PROFILES.values() if _writes(batch, p, data))
+    return DetectedBatch(batch=batch, profiles=profiles)
