@@ -22,7 +22,6 @@ from kvpure import (
     KVCacheConfig,
     KVCacheSpec,
     MambaSpec,
-    RSWASpec,
     SinkFullAttentionSpec,
     SlidingWindowSpec,
 )
@@ -40,6 +39,7 @@ from kvpure.cache.single_type import (
 from kvpure.cache.windowed import ChunkedLocalAttentionManager, SlidingWindowManager
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, VllmHashProfile
+from kvpure.specs import RSWASpec
 
 __all__ = ["KVCacheCoordinator", "make_manager"]
 

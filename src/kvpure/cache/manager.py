@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kvpure import KVCacheConfig, get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
+from kvpure import KVCacheConfig
 from kvpure.cache.coordinator import KVCacheCoordinator
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.events import BlockStored, KVCacheEvent
@@ -20,6 +20,7 @@ from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.single_type import HitBlocks
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import VLLM_0_26, VllmHashProfile
+from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 
 __all__ = ["KVCacheManager", "PrefixCacheStats"]
 

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from kvpure.cli import demo_command, hash_command, plan_command
+from kvpure.cli import (
+    cache_replay_command,
+    demo_command,
+    events_command,
+    hash_command,
+    plan_command,
+)
 from kvpure.errors import KVPureError
 
 EXIT_USAGE = 2
@@ -39,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (plan_command, hash_command, demo_command):
+    for module in (plan_command, hash_command, events_command, cache_replay_command, demo_command):
         module.register(sub)
     return parser
 

@@ -31,7 +31,7 @@ from kvpure.events.frames import split_capture
 from kvpure.events.profiles import EVENT_PROFILES, EventProfile, get_event_profile
 from kvpure.events.types import BlockStored, KVEventBatch
 from kvpure.events.wire import decode_and_detect, decode_batch
-from kvpure.hashing.functions import HASH_ALGORITHM_NAMES
+from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, HashScheme, get_hash_profile
 from kvpure.interop.kv_events import batch_to_json
 

@@ -39,7 +39,7 @@ from kvpure.events.audit_check import (
     low_64_bits,
 )
 from kvpure.events.types import BlockStored, KVEventBatch
-from kvpure.hashing.functions import HASH_ALGORITHM_NAMES
+from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.scheme import (
     HASH_PROFILES,
     HashScheme,

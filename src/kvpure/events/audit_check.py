@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kvpure.events.types import BlockStored, ExtraKey
-from kvpure.hashing.fast_prompt import hash_token_blocks
+from kvpure.hashing.fast_prompt import fast_hash_token_blocks
 from kvpure.hashing.scheme import ExtraKeyStyle, VllmHashProfile
 
 _LOW_64_BITS = (1 << 64) - 1
@@ -225,7 +225,7 @@ def check_event(
         return Outcome(AuditStatus.UNVERIFIABLE, source, str(why))
     as_int = isinstance(event.block_hashes[0], int)
     for parent in parents:
-        fine = hash_token_blocks(settings.algorithm, parent, event.token_ids, hash_size, keys)
+        fine = fast_hash_token_blocks(settings.algorithm, parent, event.token_ids, hash_size, keys)
         digests = tuple(fine[scale - 1 :: scale])
         published = [low_64_bits(d) for d in digests] if as_int else digests
         if _is_subsequence(event.block_hashes, published):
