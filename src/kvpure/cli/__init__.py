@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from kvpure import __version__
 from kvpure.cli import (
     cache_replay_command,
     demo_command,
@@ -34,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise CommandLineError(f"{self.prog}: {message}")
+        where = self.prog.removeprefix("kvpure").strip()
+        raise CommandLineError(f"{where}: {message}" if where else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kvpure",
         description="vLLM's KV-cache planning and block hashing, exactly and offline.",
     )
+    parser.add_argument("--version", action="version", version=f"kvpure {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
     for module in (plan_command, hash_command, events_command, cache_replay_command, demo_command):
         module.register(sub)
     return parser
@@ -56,13 +59,26 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+def _closed_pipe() -> int:
+    """The reader went away (``kvpure plan ... | head -1``): end quietly, as cat does."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if getattr(args, "run", None) is None:  # a bare ``kvpure``: the help, as git does
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
         code: int = args.run(args)
+        sys.stdout.flush()
         return code
+    except BrokenPipeError:
+        return _closed_pipe()
     except CommandLineError as err:
         return _fail(str(err))
     except json.JSONDecodeError as err:

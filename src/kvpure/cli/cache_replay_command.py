@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from kvpure.cache import replay, replay_trace
 from kvpure.cache.trace_json import parse_trace, render_result
+from kvpure.cli.input_files import read_json
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import vllm_error_type
 
@@ -56,9 +56,7 @@ def error_object(err: Exception) -> dict[str, Any]:
 
 
 def _read(path: str) -> object:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    data: object = json.loads(text)
-    return data
+    return read_json(path)
 
 
 def _summary(result: dict[str, Any]) -> str:

@@ -20,10 +20,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from kvpure.cli.events_listen import add_listen
+from kvpure.cli.input_files import read_input_bytes
 from kvpure.events.audit import AuditOptions, AuditReport, EventAudit, HashForm, audit_batches
 from kvpure.events.audit_check import AuditStatus
 from kvpure.events.errors import KVEventError
@@ -118,9 +118,7 @@ def register(sub: Any) -> None:
 
 
 def _read(name: str) -> bytes:
-    if name == "-":
-        return sys.stdin.buffer.read()
-    return Path(name).read_bytes()
+    return read_input_bytes(name)
 
 
 def _error(message: str) -> int:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
+from kvpure.cli.input_files import read_json
 from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.request_state import RequestBlockHashes
 from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, HASH_PROFILES, HashScheme, get_hash_profile
@@ -35,7 +35,9 @@ def register(sub: Any) -> None:
         help="print the block hashes vLLM computes for a request",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    parser.add_argument("request", metavar="REQUEST.json", help="the request (see README)")
+    parser.add_argument(
+        "request", metavar="REQUEST.json", help="the request (see README); - for standard input"
+    )
     parser.add_argument(
         "--algo", default="sha256", choices=HASH_ALGORITHM_NAMES, help="default: sha256"
     )
@@ -66,7 +68,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = json.loads(Path(args.request).read_text(encoding="utf-8"))
+    data = read_json(args.request)
     case = hash_case_from_json(data, share_equal_strings=args.share_equal_strings)
     scheme = HashScheme.from_seed(
         algorithm=args.algo,

@@ -20,9 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
+from kvpure.cli.input_files import read_json
 from kvpure.cli.plan_options import add_deployment_options, given_options
 from kvpure.cli.plan_output import config_report_output
 from kvpure.errors import InvalidFieldError, KVPureError
@@ -82,15 +82,7 @@ def register(sub: Any) -> None:
 
 
 def _read_json(path: str) -> object:
-    file = Path(path)
-    if file.is_dir():  # a downloaded model folder: its config.json
-        file = file / "config.json"
-    text = file.read_text(encoding="utf-8")
-    try:
-        data: object = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise json.JSONDecodeError(f"{path}: {err.msg}", err.doc, err.pos) from None
-    return data
+    return read_json(path)
 
 
 def _case_input(data: object) -> object:
