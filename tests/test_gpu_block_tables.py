@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import torch
+import pytest
+
+torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -12,7 +12,8 @@ from functools import cache
 from typing import Any
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
 
 from kvpure.interop.spec_json import parse_kv_cache_spec
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
 
 from kvpure.errors import InvalidFieldError, NoCommonKernelBlockSizeError
 from kvpure.specs import (

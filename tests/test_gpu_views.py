@@ -7,7 +7,8 @@ write tests check where a write lands in the raw buffer byte by byte.
 from __future__ import annotations
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
 from hypothesis import given
 from hypothesis import strategies as st
 

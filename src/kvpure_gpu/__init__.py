@@ -6,8 +6,13 @@ per-layer views, block tables and slot mappings on any torch device.
 
 from __future__ import annotations
 
+import warnings as _warnings
+
 try:
-    import torch as _torch  # noqa: F401
+    with _warnings.catch_warnings():
+        # torch built without numpy warns once at import; kvpure_gpu never converts to numpy
+        _warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch as _torch  # noqa: F401
 except ImportError as _err:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "kvpure_gpu needs PyTorch: install it with `pip install 'kvpure[gpu]'` "

@@ -34,9 +34,8 @@ def register(sub: Any) -> None:
 
 
 def examples_dir() -> Path:
-    """The bundled ``examples/`` folder (beside ``src/`` in a checkout, else in the cwd)."""
-    beside = Path(__file__).resolve().parents[3] / "examples"
-    return beside if beside.is_dir() else Path.cwd() / "examples"
+    """The demo's inputs, shipped inside the package (``examples/`` links to them)."""
+    return Path(__file__).resolve().parent / "demo_inputs"
 
 
 def run(args: argparse.Namespace) -> int:
