@@ -30,6 +30,7 @@ from itertools import repeat
 import xxhash
 
 from kvpure.errors import InvalidFieldError, UnknownHashAlgorithmError
+from kvpure.hashing.accelerator import hash_prompt_blocks
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
 from kvpure.hashing.cbor import canonical_cbor_dumps_memo as cbor_memo
 from kvpure.hashing.cbor import cbor_head
@@ -415,6 +416,9 @@ def hash_token_blocks(
     parent`` and ``parent_i`` the digest of block ``i - 1``. ``algo_name`` is one of
     :data:`HASH_ALGORITHMS`. The result is byte-identical to hashing block by block.
     """
+    accelerated = hash_prompt_blocks(algo_name, parent, token_ids, block_size, extra_keys)
+    if accelerated is not None:  # the C extension handled it (same bytes)
+        return accelerated
     num_blocks = len(extra_keys)
     if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
         block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
