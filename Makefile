@@ -11,23 +11,32 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,gpu]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The optional C accelerator of prompt hashing, built in place (optional: without a
+# compiler or OpenSSL's headers kvpure hashes in pure Python).
+EXT_STAMP := src/kvpure/hashing/.chain-built
+$(EXT_STAMP): $(STAMP) src/kvpure/hashing/_chain.c setup.py
+	-$(PY) setup.py -q build_ext --inplace
+	touch $(EXT_STAMP)
+
+demo: $(EXT_STAMP)
 	$(PY) -m kvpure demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 
-typecheck: $(STAMP)
+typecheck: $(EXT_STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: $(EXT_STAMP)
 	$(VENV)/bin/pytest
+	# the pure-Python hashing path again, the extension switched off
+	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: $(EXT_STAMP)
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis

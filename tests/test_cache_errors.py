@@ -164,7 +164,9 @@ def test_command_invalid_json_and_missing_file(
     broken.write_text("{not json", encoding="utf-8")
     code, out, _ = _run(str(broken), capsys)
     assert code == 2
-    assert json.loads(out)["error"]["type"] == "JSONDecodeError"
+    error = json.loads(out)["error"]
+    assert error["type"] == "InvalidFieldError"
+    assert "invalid JSON" in error["message"]
     code, out, _ = _run(str(tmp_path / "missing.json"), capsys)
     assert code == 2
     assert json.loads(out)["error"]["type"] == "FileNotFoundError"

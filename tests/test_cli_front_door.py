@@ -100,3 +100,19 @@ def test_a_byte_order_mark_is_allowed(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_bytes(b"\xef\xbb\xbf" + (EXAMPLES / "llama3_8b.json").read_bytes())
     assert _run("plan", str(path), "--kv-cache-memory", "24GiB").returncode == 0
+
+
+def test_the_extension_switch_gives_the_same_hashes() -> None:
+    import os
+
+    request = str(EXAMPLES / "request.json")
+    args = [sys.executable, "-m", "kvpure", "hash", request, "--seed", "0", "--json"]
+    for algo in ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor"):
+        plain = subprocess.run(
+            [*args, "--algo", algo],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "KVPURE_NO_EXTENSION": "1"},
+        )
+        default = subprocess.run([*args, "--algo", algo], capture_output=True, check=True)
+        assert plain.stdout == default.stdout

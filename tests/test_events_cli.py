@@ -204,8 +204,8 @@ def test_other_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "kvpure: error: block_size: the hash block size must be at least 1 token": [
             "events", "audit", str(good), "--algo", "sha256", "--block-size", "0"
         ],
-        "kvpure: error: kvpure events: the following arguments are required": ["events"],
-        "kvpure: error: kvpure events audit: argument --algo": [
+        "kvpure: error: events: the following arguments are required": ["events"],
+        "kvpure: error: events audit: argument --algo": [
             "events", "audit", str(good), "--algo", "md5"
         ],
     }  # fmt: skip

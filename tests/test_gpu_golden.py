@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
+pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
+import torch
 
 from kvpure.interop.spec_json import parse_kv_cache_spec
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
+pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
+import torch
 
 from kvpure.errors import InvalidFieldError, NoCommonKernelBlockSizeError
 from kvpure.specs import (

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
+pytest.importorskip("torch", reason="the gpu extra (torch) is not installed")
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 

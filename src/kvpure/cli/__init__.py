@@ -68,6 +68,10 @@ def _closed_pipe() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python hashing path
+        from kvpure.hashing.accelerator import set_enabled
+
+        set_enabled(False)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 import xxhash
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.accelerator import hash_prompt_blocks
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
 from kvpure.hashing.cbor import cbor_head
@@ -194,6 +195,9 @@ def fast_hash_token_blocks(
     :class:`~kvpure.hashing.algorithms.HashAlgorithm` (a member or its name). The result is
     byte-identical to hashing block by block.
     """
+    accelerated = hash_prompt_blocks(algo_name, parent, token_ids, block_size, extra_keys)
+    if accelerated is not None:  # the compiled chain handled it, byte for byte
+        return accelerated
     num_blocks = len(extra_keys)
     if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
         block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])

@@ -1,0 +1,20 @@
+"""The optional C accelerator of kvpure's prompt hashing (metadata lives in pyproject.toml).
+
+``kvpure.hashing._chain`` is built where a C compiler, the Python headers and OpenSSL's
+headers (libssl-dev) are present; ``optional=True`` lets the install go on without it, and
+kvpure then hashes in pure Python (``kvpure.hashing.accelerator.accelerated()`` says which).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "kvpure.hashing._chain",
+            sources=["src/kvpure/hashing/_chain.c"],
+            libraries=["crypto"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        )
+    ]
+)

@@ -1,0 +1,87 @@
+"""The optional C accelerator of prompt block hashing (``kvpure.hashing._chain``).
+
+:func:`hash_prompt_blocks` has the contract of
+:func:`kvpure.hashing.fast_prompt.hash_token_blocks` except that it may decline: it returns
+every block's digest, byte-identical to the pure-Python path, or None where the extension is
+not built, is switched off, or does not handle the input (token ids that are not exact ints
+in the signed 64-bit range, extra keys holding other than None/bool/int/float/str/bytes/
+tuple, a lone surrogate, a pickle payload near pickle's 64 KiB frame, a caller's object that
+pickle's memo would share with the parent); the caller then runs the pure-Python path,
+which stays the reference. :func:`set_enabled` is the one switch (the CLI reads
+``KVPURE_NO_EXTENSION=1`` and calls it); :func:`accelerated` says which path runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+
+import xxhash
+
+__all__ = [
+    "accelerated",
+    "available",
+    "hash_prompt_blocks",
+    "set_enabled",
+    "set_native_xxhash",
+    "xxhash_route",
+]
+
+_ALGORITHM_CODES = {"sha256": 0, "sha256_cbor": 1, "xxhash": 2, "xxhash_cbor": 3}
+
+
+def _load() -> ModuleType | None:
+    try:
+        from kvpure.hashing import _chain
+    except ImportError:  # not built: the pure-Python path runs
+        return None
+    _chain.init_xxhash(xxhash.xxh3_128_digest)
+    return _chain
+
+
+_CHAIN = _load()
+_state = {"enabled": _CHAIN is not None}
+
+
+def available() -> bool:
+    """Whether the C extension is built and loaded."""
+    return _CHAIN is not None
+
+
+def accelerated() -> bool:
+    """Whether prompt hashing runs through the C extension (built and not switched off)."""
+    return _state["enabled"]
+
+
+def set_enabled(enabled: bool) -> bool:
+    """Switch the extension on or off for this process; returns whether it is now in use
+    (never where it is not built)."""
+    _state["enabled"] = enabled and _CHAIN is not None
+    return _state["enabled"]
+
+
+def xxhash_route() -> str | None:
+    """How the extension reaches XXH3-128: ``"native"`` (libxxhash.so.0, self-checked at
+    import) or ``"python"`` (the xxhash package's function through the CPython API)."""
+    return None if _CHAIN is None else str(_CHAIN.xxhash_route())
+
+
+def set_native_xxhash(enabled: bool) -> str | None:
+    """Use libxxhash.so.0 where loaded (True) or the xxhash package (False); returns the route."""
+    return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
+
+
+def hash_prompt_blocks(
+    algo_name: str,
+    parent: bytes,
+    token_ids: Sequence[int],
+    block_size: int,
+    extra_keys: Sequence[tuple[object, ...] | None],
+) -> list[bytes] | None:
+    """Every block's digest (see the module docstring), or None: not handled, use Python."""
+    chain = _CHAIN
+    code = _ALGORITHM_CODES.get(algo_name)
+    if chain is None or code is None or not _state["enabled"]:
+        return None
+    result: list[bytes] | None = chain.hash_blocks(code, parent, token_ids, block_size, extra_keys)
+    return result

@@ -1,0 +1,53 @@
+"""The C accelerator gives the pure-Python path's digests, for every input it handles."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvpure.hashing import accelerator
+from kvpure.hashing.block_hasher import hash_token_blocks as reference
+
+pytestmark = pytest.mark.skipif(not accelerator.available(), reason="extension not built")
+
+ALGORITHMS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+TOKENS = st.one_of(
+    st.integers(0, 300_000),
+    st.sampled_from([0, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63, -1, -(2**63), 2**80]),
+    st.integers(-(2**70), 2**70),
+)
+ATOMS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.binary(max_size=40),
+    st.sampled_from(["mm", "lora", "", "a"]),
+)
+KEYS = st.one_of(
+    st.none(), st.lists(st.one_of(ATOMS, st.tuples(ATOMS, ATOMS)), max_size=4).map(tuple)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    algo=st.sampled_from(ALGORITHMS),
+    block_size=st.integers(1, 40),
+    num_blocks=st.integers(0, 5),
+    data=st.data(),
+    native=st.booleans(),
+)
+def test_same_digests_as_python(
+    algo: str, block_size: int, num_blocks: int, data: st.DataObject, native: bool
+) -> None:
+    tokens = data.draw(
+        st.lists(TOKENS, min_size=block_size * num_blocks, max_size=block_size * num_blocks + 3)
+    )
+    extras = data.draw(st.lists(KEYS, min_size=num_blocks, max_size=num_blocks))
+    parent = data.draw(st.binary(min_size=1, max_size=40))
+    accelerator.set_native_xxhash(native)
+    got = accelerator.hash_prompt_blocks(algo, parent, tokens, block_size, extras)
+    if got is not None:
+        assert got == reference(algo, parent, tokens, block_size, extras)
