@@ -116,3 +116,14 @@ def test_the_extension_switch_gives_the_same_hashes() -> None:
         )
         default = subprocess.run([*args, "--algo", algo], capture_output=True, check=True)
         assert plain.stdout == default.stdout
+
+
+@pytest.mark.parametrize("command", ["plan", "hash", "events", "cache-replay", "demo"])
+def test_help_shows_no_rest_markup(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out
+    assert ":func:" not in out
+    assert out.startswith(f"usage: kvpure {command}")

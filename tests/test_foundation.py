@@ -49,3 +49,26 @@ def test_errors_pickle_with_their_attributes() -> None:
     assert back.field == "num_blocks"
     assert back.value == -1
     assert back.message == err.message
+
+
+def test_import_kvpure_loads_no_cli_json_or_cbor2() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kvpure; "
+        "print(sorted(m for m in sys.modules if m in ('argparse', 'json', 'cbor2', 'torch') "
+        "or m.startswith('kvpure.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_public_face_is_small_and_every_name_loads() -> None:
+    import kvpure
+
+    assert 45 <= len(kvpure.__all__) <= 60
+    for name in kvpure.__all__:
+        assert getattr(kvpure, name) is not None, name
+    assert "get_kv_cache_config_from_groups" not in kvpure.__all__
+    assert "DeviceUnavailableError" not in kvpure.__all__

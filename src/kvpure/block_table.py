@@ -28,14 +28,14 @@ from kvpure.errors import (
     NoCommonKernelBlockSizeError,
     TokenPositionOutOfRangeError,
 )
+from kvpure.field_checks import check_int
 
 PAD_SLOT_ID: Final[int] = -1
 """The slot of a padding token or of a token another DCP rank stores (vLLM's value)."""
 
 
 def _require_positive(field: str, value: int) -> None:
-    if value < 1:
-        raise InvalidFieldError(field=field, value=value, reason="must be a positive integer")
+    check_int(field, value, minimum=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pyrsistent import PMap
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_int
 
 #: ``speculative_config.method`` values for which vLLM's ``use_eagle()`` is true.
 EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
@@ -20,14 +21,12 @@ EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp", "dflash", "
 #: ``original_max_model_len`` value that asks the planner to auto-fit max_model_len.
 AUTO_FIT_MAX_MODEL_LEN = -1
 
-_MAMBA_CACHE_MODES = ("none", "all", "align")
+MAMBA_CACHE_MODES: tuple[str, ...] = ("none", "align", "all")
+"""vLLM's ``mamba_cache_mode`` values."""
 
 
 def _check_int(field: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidFieldError(field=field, value=value, reason="must be an integer")
-    if value < minimum:
-        raise InvalidFieldError(field=field, value=value, reason=f"must be at least {minimum}")
+    check_int(field, value, minimum=minimum)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,11 +78,11 @@ class PlannerSettings:
             _check_int("prefix_match_unit", self.prefix_match_unit, 1)
         if self.num_gpu_blocks_override is not None:
             _check_int("num_gpu_blocks_override", self.num_gpu_blocks_override, 1)
-        if self.mamba_cache_mode not in _MAMBA_CACHE_MODES:
+        if self.mamba_cache_mode not in MAMBA_CACHE_MODES:
             raise InvalidFieldError(
                 field="mamba_cache_mode",
                 value=self.mamba_cache_mode,
-                reason=f"must be one of {', '.join(_MAMBA_CACHE_MODES)}",
+                reason=f"must be one of {', '.join(MAMBA_CACHE_MODES)}",
             )
         _check_int("decode_context_parallel_size", self.decode_context_parallel_size, 1)
         _check_int("prefill_context_parallel_size", self.prefill_context_parallel_size, 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -34,6 +35,11 @@ class CommandLineError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit code 2."""
+
+    def format_help(self) -> str:
+        """The help without the reST markup the docstrings it is built from carry."""
+        text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", super().format_help())
+        return text.replace("``", "")
 
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("kvpure").strip()

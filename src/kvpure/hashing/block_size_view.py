@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_int
 from kvpure.hashing.errors import BlockSizeMismatchError
 from kvpure.hashing.types import BlockHash
 
 
 def _check_size(field: str, value: int) -> None:
-    if value < 1:
-        raise InvalidFieldError(field=field, value=value, reason="must be at least 1 token")
+    check_int(field, value, minimum=1)
 
 
 class BlockHashListWithBlockSize(Sequence[BlockHash]):

@@ -14,6 +14,8 @@ from enum import Enum
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_optional_int
+from kvpure.settings import MAMBA_CACHE_MODES
 
 __all__ = [
     "KV_CACHE_DTYPES",
@@ -25,7 +27,6 @@ __all__ = [
 
 KV_CACHE_DTYPES: Final = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 MODEL_DTYPES: Final = ("auto", "bfloat16", "float16", "float32")
-MAMBA_CACHE_MODES: Final = ("none", "align", "all")
 
 
 class AttentionBackend(Enum):
@@ -77,8 +78,7 @@ _MLA_BACKENDS: Final = frozenset(
 
 
 def _check(field: str, value: int | None, minimum: int) -> None:
-    if value is not None and value < minimum:
-        raise InvalidFieldError(field=field, value=value, reason=f"must be at least {minimum}")
+    check_optional_int(field, value, minimum=minimum)
 
 
 def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_int
 
 __all__ = ["AttentionKind", "AttentionLayer", "Mamba2Layer", "ModelLayout"]
 
@@ -28,8 +29,7 @@ class AttentionKind(Enum):
 
 
 def _positive(field: str, value: int) -> None:
-    if value < 1:
-        raise InvalidFieldError(field=field, value=value, reason="must be at least 1")
+    check_int(field, value, minimum=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

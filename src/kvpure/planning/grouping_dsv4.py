@@ -24,8 +24,7 @@ from kvpure.specs import (
 )
 from kvpure.specs.kv_cache_config import KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
-
-DEEPSEEK_V4 = "deepseek_v4"
+from kvpure.specs.mla import DEEPSEEK_V4
 
 
 def approximate_gcd(values: Sequence[int], *, lower_bound: int | None = None) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from enum import Enum, IntEnum
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
+from kvpure.field_checks import check_int
 from kvpure.settings import PlannerSettings
 
 
@@ -157,18 +158,12 @@ def nvfp4_kv_cache_full_dim(head_size: int) -> int:
 
 def check_positive(field: str, value: int) -> None:
     """Raise InvalidFieldError unless ``value`` is an int greater than zero."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidFieldError(field=field, value=value, reason="must be an integer")
-    if value <= 0:
-        raise InvalidFieldError(field=field, value=value, reason="must be greater than zero")
+    check_int(field, value, minimum=1)
 
 
 def check_non_negative(field: str, value: int) -> None:
     """Raise InvalidFieldError unless ``value`` is an int of at least zero."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidFieldError(field=field, value=value, reason="must be an integer")
-    if value < 0:
-        raise InvalidFieldError(field=field, value=value, reason="must not be negative")
+    check_int(field, value, minimum=0)
 
 
 def check_optional_positive(field: str, value: int | None) -> None:
