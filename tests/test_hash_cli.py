@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kvpure.cli import main
+from kvpure.interop.hashing import CASE_KEYS
 from tests.conftest import GOLDEN_026, GOLDEN_033
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,10 +34,15 @@ def _write(tmp_path: Path, data: object, name: str = "request.json") -> Path:
     return path
 
 
+def _request_part(case: dict[str, Any]) -> dict[str, Any]:
+    """A golden case without its expected outputs: what a request file holds."""
+    return {key: value for key, value in case.items() if key in CASE_KEYS}
+
+
 def _json_hashes(capsys: pytest.CaptureFixture[str], argv: list[str]) -> list[str]:
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"block_hashes"}
+    assert {"block_hashes", "none_hash", "event_block_hashes", "scheme"} <= set(out)
     hashes: list[str] = out["block_hashes"]
     return hashes
 
@@ -56,7 +62,7 @@ def test_golden_cases_as_request_files(
     profile: str,
 ) -> None:
     case = _golden_case(golden, name)
-    path = _write(tmp_path, case)
+    path = _write(tmp_path, _request_part(case))
     argv = ["hash", str(path), "--algo", algo, "--seed", "0", "--profile", profile, "--json"]
     assert _json_hashes(capsys, argv) == case["hashes"][algo]["block_hashes"]
 
@@ -150,7 +156,8 @@ def test_random_none_hash_only_when_asked(capsys: pytest.CaptureFixture[str]) ->
             {"block_size": 4, "prompt_token_ids": [1], "appended_output_tokens": [[1], "x"]},
             "appended_output_tokens[1]",
         ),
-        ([1, 2], "request"),
+        ([1, 2], "block_size"),  # a bare list of token ids needs --block-size
+        ("just text", "request"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(
@@ -182,7 +189,7 @@ def test_hex_embeddings_request(tmp_path: Path, capsys: pytest.CaptureFixture[st
     case = dict(_golden_case(G026, "prompt_embeds_only_bs16"))
     data = array("f", (i / 7.0 for i in range(40 * 8))).tobytes()
     case["prompt_embeds"] = {"dtype": "float32", "shape": [40, 8], "hex": data.hex()}
-    path = _write(tmp_path, case)
+    path = _write(tmp_path, _request_part(case))
     argv = ["hash", str(path), "--seed", "0", "--algo", "sha256_cbor", "--json"]
     assert _json_hashes(capsys, argv) == case["hashes"]["sha256_cbor"]["block_hashes"]
 
@@ -196,4 +203,4 @@ def test_python_dash_m_kvpure_hash() -> None:
     )
     assert result.returncode == 0, result.stderr
     expected = _golden_case(G026, "lora_salt_mm_bs16")["hashes"]["sha256"]["block_hashes"]
-    assert json.loads(result.stdout) == {"block_hashes": expected}
+    assert json.loads(result.stdout)["block_hashes"] == expected

@@ -63,13 +63,26 @@ def register(sub: Any) -> None:
         help="treat equal strings of the request as one object (pickle algorithms only "
         "notice; as when vLLM was given one Python string twice)",
     )
-    parser.add_argument("--json", action="store_true", help='print {"block_hashes": [hex, ...]}')
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="tokens per hashed block (vLLM's hash_block_size), where the file has none",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the NONE_HASH, the block hashes (hex and as vLLM's event ints) and the "
+        "scheme used",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     data = read_json(args.request)
-    case = hash_case_from_json(data, share_equal_strings=args.share_equal_strings)
+    case = hash_case_from_json(
+        data, share_equal_strings=args.share_equal_strings, block_size=args.block_size
+    )
     scheme = HashScheme.from_seed(
         algorithm=args.algo,
         block_size=case.block_size,
@@ -82,7 +95,21 @@ def run(args: argparse.Namespace) -> int:
         state = state.append_output_token_ids(step)
     hashes = [block_hash.hex() for block_hash in state.block_hashes]
     if args.json:
-        print(json.dumps({"block_hashes": hashes}))
+        events = [maybe_convert_block_hash(h) for h in state.block_hashes]
+        scheme_json = {
+            "algorithm": str(scheme.algorithm),
+            "block_size": scheme.block_size,
+            "profile": scheme.profile.name,
+            "seed": args.seed,
+        }
+        out = {
+            "block_hashes": hashes,
+            "event_block_hashes": [e.hex() if isinstance(e, bytes) else e for e in events],
+            "none_hash": scheme.none_hash.hex(),
+            "scheme": scheme_json,
+            "num_tokens": state.num_tokens,
+        }
+        print(json.dumps(out))
         return 0
     seed = "unset" if args.seed is None else repr(args.seed)
     print(

@@ -21,11 +21,15 @@ object instead, as when a Python caller gave vLLM the same literal twice, for
 example one name as LoRA name and cache salt.
 
 Anything malformed raises :class:`~kvpure.errors.InvalidFieldError` naming the
-field. Other keys (the goldens' expected outputs) are ignored.
+field. An unknown key is refused, naming the closest known one (a misspelt
+``lora_nme`` would otherwise hash as a request without LoRA);
+``ignore_unknown_keys=True`` reads the goldens' cases, which also hold their
+expected outputs.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import struct
@@ -220,12 +224,37 @@ def _share_equal_strings(request: HashRequest) -> HashRequest:
     )
 
 
-def hash_request_from_json(data: object, *, share_equal_strings: bool = False) -> HashRequest:
+REQUEST_KEYS: tuple[str, ...] = (
+    "prompt_token_ids",
+    "lora_name",
+    "lora_path",
+    "cache_salt",
+    "mm_features",
+    "prompt_embeds",
+)
+"""The keys of a request object."""
+CASE_KEYS: tuple[str, ...] = ("block_size", *REQUEST_KEYS, "appended_output_tokens")
+"""The keys of a request file: the request, its block size and appended output."""
+
+
+def _refuse_unknown_keys(data: Mapping[str, object], known: tuple[str, ...]) -> None:
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "known: " + ", ".join(known)
+            raise InvalidFieldError(field=str(key), value=data[key], reason=f"unknown key; {hint}")
+
+
+def hash_request_from_json(
+    data: object, *, share_equal_strings: bool = False, ignore_unknown_keys: bool = False
+) -> HashRequest:
     """The request part of a request object (see the module docstring)."""
     if not isinstance(data, dict):
         raise InvalidFieldError(
             field="request", value=type(data).__name__, reason="must be an object"
         )
+    if not ignore_unknown_keys:
+        _refuse_unknown_keys(data, CASE_KEYS)
     tokens_value = data.get("prompt_token_ids")
     tokens = None if tokens_value is None else _int_list(tokens_value, "prompt_token_ids")
     lora_path = _optional_str(data.get("lora_path"), "lora_path")
@@ -240,16 +269,43 @@ def hash_request_from_json(data: object, *, share_equal_strings: bool = False) -
     return _share_equal_strings(request) if share_equal_strings else request
 
 
-def hash_case_from_json(data: object, *, share_equal_strings: bool = False) -> HashRequestCase:
-    """A whole request file: request, ``block_size`` and ``appended_output_tokens``."""
+def hash_case_from_json(
+    data: object,
+    *,
+    share_equal_strings: bool = False,
+    ignore_unknown_keys: bool = False,
+    block_size: int | None = None,
+) -> HashRequestCase:
+    """A whole request file: request, ``block_size`` and ``appended_output_tokens``.
+
+    A bare list of token ids is a request of those tokens alone. ``block_size``
+    (the command's ``--block-size``) is used where the file has none, and must
+    agree with the file's where it has one.
+    """
+    if isinstance(data, list):
+        data = {"prompt_token_ids": data}
     if not isinstance(data, dict):
         raise InvalidFieldError(
-            field="request", value=type(data).__name__, reason="must be an object"
+            field="request", value=type(data).__name__, reason="must be an object or a list"
         )
-    if "block_size" not in data:
-        raise InvalidFieldError(field="block_size", value=None, reason="is required")
+    if not ignore_unknown_keys:
+        _refuse_unknown_keys(data, CASE_KEYS)
+    size_value = data.get("block_size", block_size)
+    if size_value is None:
+        raise InvalidFieldError(
+            field="block_size", value=None, reason="is required (in the file or --block-size)"
+        )
+    size = _int(size_value, "block_size", minimum=1)
+    if block_size is not None and size != block_size:
+        raise InvalidFieldError(
+            field="--block-size",
+            value=block_size,
+            reason=f"disagrees with the file's block_size {size}",
+        )
     return HashRequestCase(
-        request=hash_request_from_json(data, share_equal_strings=share_equal_strings),
-        block_size=_int(data["block_size"], "block_size", minimum=1),
+        request=hash_request_from_json(
+            data, share_equal_strings=share_equal_strings, ignore_unknown_keys=True
+        ),
+        block_size=size,
         appended_output_tokens=_appended(data.get("appended_output_tokens")),
     )
