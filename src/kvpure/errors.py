@@ -323,6 +323,22 @@ class FreeBlockQueueMisuseError(KVPureRuntimeError):
         self.reason = reason
 
 
+class NotABlockError(KVPureValueError, TypeError):
+    """A free block queue was handed something that is not a ``KVCacheBlock``.
+
+    ``operation`` names the queue method and ``item`` is what it was given; the
+    queue and every block are left as they were.
+    """
+
+    def __init__(self, *, operation: str, item: object) -> None:
+        super().__init__(
+            f"{operation}() was given {type(item).__name__} {item!r:.40}, not a KVCacheBlock; "
+            "pass the pool's KVCacheBlock objects"
+        )
+        self.operation = operation
+        self.item = item
+
+
 class BlockNotQueuedError(FreeBlockQueueMisuseError):
     """``remove()`` of a block that is in no free block queue (vLLM: RuntimeError)."""
 

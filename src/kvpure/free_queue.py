@@ -12,7 +12,7 @@ raises a typed error that leaves the queue and its blocks as they were.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,6 +24,7 @@ from kvpure.errors import (
     FreeBlockQueueMisuseError,
     InvalidFieldError,
     NoFreeBlocksError,
+    NotABlockError,
     NotEnoughFreeBlocksError,
 )
 
@@ -191,21 +192,12 @@ class FreeKVCacheBlockQueue:
 
     __slots__ = ("_num_free_blocks", "_root")
 
-    def __init__(self, blocks: Sequence[KVCacheBlock]) -> None:
+    def __init__(self, blocks: Iterable[KVCacheBlock]) -> None:
         root = _new_sentinel()
+        root.next_free_block = root.prev_free_block = root
         self._root = root
         self._num_free_blocks = 0
-        last = root
-        for block in blocks:
-            if block._queue is not None:
-                raise self._reject_batch("FreeKVCacheBlockQueue", root, root, last, block)
-            block._queue = self
-            block.prev_free_block = last
-            last.next_free_block = block
-            last = block
-        last.next_free_block = root
-        root.prev_free_block = last
-        self._num_free_blocks = len(blocks)
+        self._link_batch("FreeKVCacheBlockQueue", root, root, blocks)
 
     @property
     def num_free_blocks(self) -> int:
@@ -289,7 +281,7 @@ class FreeKVCacheBlockQueue:
         root.prev_free_block = block
         self._num_free_blocks += 1
 
-    def append_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+    def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Put ``blocks`` at the back, in the order given.
 
         Each block is checked (one slot read) as it is linked; at the first bad
@@ -300,7 +292,7 @@ class FreeKVCacheBlockQueue:
         before: KVCacheBlock = root.prev_free_block  # type: ignore[assignment]  # the ring is closed
         self._link_batch("append_n", before, root, blocks)
 
-    def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+    def prepend_n(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Put ``blocks`` at the front (evicted first), ``blocks[0]`` first.
 
         Checked and undone on failure as :meth:`append_n` is.
@@ -314,20 +306,48 @@ class FreeKVCacheBlockQueue:
         operation: str,
         before: KVCacheBlock,
         after: KVCacheBlock,
-        blocks: Sequence[KVCacheBlock],
+        blocks: Iterable[KVCacheBlock],
     ) -> None:
-        """Link ``blocks`` in order between the adjacent ``before`` and ``after``."""
+        """Link ``blocks`` in order between the adjacent ``before`` and ``after``.
+
+        Any iterable is taken; one that is not a list or tuple is read to the end
+        first, so that an iterable failing half-way links nothing. A block
+        already queued, or an item that is not a block, unlinks what this batch
+        linked before raising.
+        """
+        if type(blocks) is not list and type(blocks) is not tuple:
+            blocks = tuple(blocks)
         last = before
-        for block in blocks:
-            if block._queue is not None:
-                raise self._reject_batch(operation, before, after, last, block)
-            block._queue = self
-            block.prev_free_block = last
-            last.next_free_block = block
-            last = block
+        try:
+            for block in blocks:
+                if block._queue is not None:
+                    raise self._reject_batch(operation, before, after, last, block)
+                block._queue = self
+                block.prev_free_block = last
+                last.next_free_block = block
+                last = block
+        except AttributeError:  # an item without a block's slots
+            self._unlink_partial(before, after, last)
+            bad = next(item for item in blocks if not isinstance(item, KVCacheBlock))
+            raise NotABlockError(operation=operation, item=bad) from None
         last.next_free_block = after
         after.prev_free_block = last
         self._num_free_blocks += len(blocks)
+
+    def _unlink_partial(
+        self, before: KVCacheBlock, after: KVCacheBlock, last: KVCacheBlock
+    ) -> list[KVCacheBlock]:
+        """Unlink the blocks a failed batch linked (``before`` ... ``last``); return them."""
+        linked: list[KVCacheBlock] = []
+        node = before
+        while node is not last:
+            node = node.next_free_block  # type: ignore[assignment]  # linked by this batch
+            linked.append(node)
+        for block in linked:
+            block.prev_free_block = block.next_free_block = block._queue = None
+        before.next_free_block = after
+        after.prev_free_block = before
+        return linked
 
     def _reject_batch(
         self,
@@ -338,11 +358,7 @@ class FreeKVCacheBlockQueue:
         bad: KVCacheBlock,
     ) -> FreeBlockQueueMisuseError:
         """Undo a partly linked batch (``before`` ... ``last``) and say why ``bad`` failed."""
-        linked: list[KVCacheBlock] = []
-        node = before
-        while node is not last:
-            node = node.next_free_block  # type: ignore[assignment]  # linked by this batch
-            linked.append(node)
+        linked = self._unlink_partial(before, after, last)
         if any(block is bad for block in linked):
             error: FreeBlockQueueMisuseError = BlockAlreadyQueuedError(
                 operation=operation,
@@ -351,10 +367,6 @@ class FreeKVCacheBlockQueue:
             )
         else:
             error = self._foreign(operation, bad)
-        for block in linked:
-            block.prev_free_block = block.next_free_block = block._queue = None
-        before.next_free_block = after
-        after.prev_free_block = before
         return error
 
     def _foreign(self, operation: str, block: KVCacheBlock) -> FreeBlockQueueMisuseError:
