@@ -11,7 +11,8 @@ All three run in this process on the same prompts and produce the same digests (
   ``pickle.dumps(protocol=5)``).
 - kvpure: the public path, ``hash_prompt(scheme, HashRequest(...))`` (profile vllm-0.26):
   the package's extra keys for every block, then the fast chain hasher
-  (``kvpure.hashing.fast_prompt.fast_hash_token_blocks``, through the C extension where built); for decoding,
+  (``kvpure.hashing.fast_prompt.fast_hash_token_blocks``, through the C extension where
+  built); for decoding,
   ``RequestBlockHashes.append_output_token_ids`` and ``extend_block_hashes`` (the public
   extension paths: extra keys, token bookkeeping, hashing), and one block through
   ``fast_hash_token_blocks`` against vLLM's ``hash_block_tokens`` body.
