@@ -59,6 +59,15 @@ class KVPureRuntimeError(KVPureError, RuntimeError):
     """A state-dependent operation failed (vLLM raises RuntimeError)."""
 
 
+class KVPureTypeError(KVPureError, TypeError):
+    """An argument of the wrong type (a str where an int is meant, a bool for a count).
+
+    Raised by the runtime checks at the public boundary (``kvpure.runtime_types``),
+    in users' own processes; the message names the parameter, what it expected
+    and what it got.
+    """
+
+
 class InvalidFieldError(KVPureValueError):
     """A field of an input value is missing, of the wrong kind, or out of range.
 

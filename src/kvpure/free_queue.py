@@ -13,12 +13,10 @@ raises a typed error that leaves the queue and its blocks as they were.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import (
     BlockAlreadyQueuedError,
-    BlockHashAlreadySetError,
     BlockInOtherQueueError,
     BlockNotQueuedError,
     FreeBlockQueueMisuseError,
@@ -27,147 +25,12 @@ from kvpure.errors import (
     NotABlockError,
     NotEnoughFreeBlocksError,
 )
+from kvpure.kv_cache_block import KVCacheBlock, KVCacheBlockCopy
 
 __all__ = ["FreeKVCacheBlockQueue", "KVCacheBlock", "KVCacheBlockCopy"]
 
-
-class _NullTag:
-    """Marks the null block in a block's hash slot (the null block is never cached)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<null block>"
-
-
-_NULL: Final = _NullTag()
-
 # The owner slot of a queue's sentinel: no queue operation accepts the sentinel.
 _SENTINEL_OWNER: Final = object()
-
-
-class KVCacheBlock:
-    """A KV-cache block: its id, reference count, block hash and free-list links.
-
-    Equality and hashing are by identity (two blocks with the same id are two
-    blocks). ``prev_free_block``/``next_free_block`` are owned by the
-    :class:`FreeKVCacheBlockQueue` the block is in, and are None while the block
-    is not in a queue; never write them.
-
-    The hash slot holds ``None`` (no hash), a ``(block_hash, num_tokens)``
-    pair, or the null tag: the null block never carries a hash, so one slot
-    stores both, and a block costs six slots.
-    """
-
-    # Hot links first, next to the object header (one cache line with the refcount).
-    __slots__ = (  # noqa: RUF023  # order is layout: the hot slots first
-        "prev_free_block",
-        "next_free_block",
-        "_queue",
-        "block_id",
-        "ref_cnt",
-        "_hash_entry",
-    )
-
-    block_id: int
-    ref_cnt: int
-    _hash_entry: tuple[bytes, int | None] | _NullTag | None
-    prev_free_block: KVCacheBlock | None
-    next_free_block: KVCacheBlock | None
-    _queue: object
-
-    def __init__(self, block_id: int, ref_cnt: int = 0) -> None:
-        if block_id < 0:
-            raise InvalidFieldError(field="block_id", value=block_id, reason="a block id is >= 0")
-        self.block_id = block_id
-        self.ref_cnt = ref_cnt
-        self._hash_entry = None
-        self.prev_free_block = None
-        self.next_free_block = None
-        self._queue = None
-
-    @property
-    def block_hash(self) -> bytes | None:
-        """The block's hash key (block hash + group id), or None when it has none."""
-        entry = self._hash_entry
-        return entry[0] if type(entry) is tuple else None
-
-    @property
-    def block_hash_num_tokens(self) -> int | None:
-        """How many prefix tokens the block hash covers, or None."""
-        entry = self._hash_entry
-        return entry[1] if type(entry) is tuple else None
-
-    def set_block_hash(self, block_hash: bytes, num_tokens: int | None = None) -> None:
-        """Give the block its hash; a block holds one hash until ``reset_hash()``."""
-        entry = self._hash_entry
-        if entry is not None:
-            reason = (
-                "the null block is never cached and can not take a block hash"
-                if entry is _NULL
-                else "the block already has a block hash; call reset_hash() before setting another"
-            )
-            raise BlockHashAlreadySetError(block_id=self.block_id, reason=reason)
-        if num_tokens is not None and num_tokens < 0:
-            raise InvalidFieldError(
-                field="num_tokens", value=num_tokens, reason="a token count is >= 0"
-            )
-        self._hash_entry = (block_hash, num_tokens)
-
-    def reset_hash(self) -> None:
-        """Drop the block hash (when the block is evicted). The null flag stays."""
-        if self._hash_entry is not _NULL:
-            self._hash_entry = None
-
-    @property
-    def is_null(self) -> bool:
-        """Whether this is the pool's null block (never cached, never freed)."""
-        return self._hash_entry is _NULL
-
-    @is_null.setter
-    def is_null(self, value: bool) -> None:
-        entry = self._hash_entry
-        if value:
-            if type(entry) is tuple:
-                raise BlockHashAlreadySetError(
-                    block_id=self.block_id,
-                    reason="a block with a block hash can not become the null block; "
-                    "call reset_hash() first",
-                )
-            self._hash_entry = _NULL
-        elif entry is _NULL:
-            self._hash_entry = None
-
-    @property
-    def is_queued(self) -> bool:
-        """Whether the block is in a free block queue."""
-        return self._queue is not None
-
-    def __repr__(self) -> str:
-        prev_block = self.prev_free_block
-        next_block = self.next_free_block
-        return (
-            f"KVCacheBlock(block_id={self.block_id}, ref_cnt={self.ref_cnt}, "
-            f"block_hash={self.block_hash!r}, "
-            f"block_hash_num_tokens={self.block_hash_num_tokens}, "
-            f"is_null={self.is_null}, "
-            f"prev_free_block={None if prev_block is None else prev_block.block_id}, "
-            f"next_free_block={None if next_block is None else next_block.block_id})"
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KVCacheBlockCopy:
-    """Copy the contents of block ``src_block_id`` into block ``dst_block_id``."""
-
-    src_block_id: int
-    dst_block_id: int
-
-    def __post_init__(self) -> None:
-        for name in ("src_block_id", "dst_block_id"):
-            value = getattr(self, name)
-            if value < 0:
-                raise InvalidFieldError(field=name, value=value, reason="a block id is >= 0")
 
 
 def _new_sentinel() -> KVCacheBlock:
@@ -257,7 +120,11 @@ class FreeKVCacheBlockQueue:
 
     def remove(self, block: KVCacheBlock) -> None:
         """Take ``block`` out of the queue, wherever it is."""
-        if block._queue is not self:
+        try:
+            queue = block._queue
+        except AttributeError:
+            raise NotABlockError(operation="remove", item=block) from None
+        if queue is not self:
             raise self._foreign("remove", block)
         before: KVCacheBlock = block.prev_free_block  # type: ignore[assignment]  # queued
         after: KVCacheBlock = block.next_free_block  # type: ignore[assignment]  # queued
@@ -270,7 +137,11 @@ class FreeKVCacheBlockQueue:
 
     def append(self, block: KVCacheBlock) -> None:
         """Put ``block`` at the back (evicted last)."""
-        if block._queue is not None:
+        try:
+            queued = block._queue is not None
+        except AttributeError:
+            raise NotABlockError(operation="append", item=block) from None
+        if queued:
             raise self._foreign("append", block)
         root = self._root
         last: KVCacheBlock = root.prev_free_block  # type: ignore[assignment]  # the ring is closed

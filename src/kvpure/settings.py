@@ -14,6 +14,7 @@ from pyrsistent import PMap
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
+from kvpure.runtime_types import typed_init
 
 #: ``speculative_config.method`` values for which vLLM's ``use_eagle()`` is true.
 EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
@@ -29,6 +30,7 @@ def _check_int(field: str, value: int, minimum: int) -> None:
     check_int(field, value, minimum=minimum)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannerSettings:
     """Everything ``get_kv_cache_configs`` reads from vLLM's config, as one value.

@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvpure.errors import InvalidFieldError
+from kvpure.runtime_types import typed_init
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MultiModalFeature:
     """One multimodal item: its identifier (vLLM's ``mm_hash``) and placeholder range."""
@@ -46,6 +48,7 @@ class MultiModalFeature:
         return self.offset + self.length
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptEmbeds:
     """Prompt embeddings as raw little-endian bytes, one row of ``row_size_bytes`` per token."""
@@ -81,6 +84,7 @@ class PromptEmbeds:
         return self.data[start_row * size : end_row * size]
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HashRequest:
     """What a request's block hashes depend on besides the hash scheme.

@@ -24,6 +24,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.errors import RandomNoneHashNotRequestedError, UnknownHashProfileError
 from kvpure.hashing.types import BlockHash
+from kvpure.runtime_types import typed_init
 
 RANDOM_NONE_HASH_NUM_BYTES = 32
 
@@ -56,6 +57,7 @@ class RandomNoneHashForm(enum.Enum):
     """0.33: ``hash_fn(os.urandom(32).hex())`` (the algorithm's digest size)."""
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VllmHashProfile:
     """The hashing rules of one vLLM release."""
@@ -143,6 +145,7 @@ def none_hash_seed_from_environment(environ: Mapping[str, str] | None = None) ->
     return source.get("PYTHONHASHSEED")
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HashScheme:
     """Algorithm, block size, NONE_HASH and vLLM profile of a server's block hashes."""

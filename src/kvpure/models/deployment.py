@@ -15,6 +15,7 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_optional_int
+from kvpure.runtime_types import typed_init
 from kvpure.settings import MAMBA_CACHE_MODES
 
 __all__ = [
@@ -88,6 +89,7 @@ def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
         )
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deployment:
     """How the model is served; every field is one vLLM option.

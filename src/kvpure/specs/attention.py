@@ -18,6 +18,7 @@ from kvpure.errors import (
     SpecMergeError,
     WindowSizeMismatchError,
 )
+from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -34,6 +35,7 @@ from kvpure.specs.base import (
 _FP32_BYTES = 4
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionSpec(KVCacheSpec):
     """Fields every attention layer has: heads, head size, dtype, quantisation, padding."""
@@ -123,6 +125,7 @@ def full_attention_last_dim(spec: FullAttentionSpec) -> int:
     return spec.head_size + head_size_v
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FullAttentionSpec(AttentionSpec):
     """Full attention. With the hybrid manager disabled it also carries a window or chunk."""
@@ -216,6 +219,7 @@ def merge_full_attention(
     return merged
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkedLocalAttentionSpec(AttentionSpec):
     """Chunked local attention (Llama 4 style): each token sees its chunk only."""
@@ -245,6 +249,7 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
         return check_all_equal(specs)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SlidingWindowSpec(AttentionSpec):
     """Sliding window attention over the last ``sliding_window`` tokens."""
@@ -295,6 +300,7 @@ class SlidingWindowSpec(AttentionSpec):
         return check_all_equal(specs)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EncoderOnlyAttentionSpec(AttentionSpec):
     """Encoder-only attention: no KV cache is kept (the runner adds these layers itself)."""
@@ -311,6 +317,7 @@ class EncoderOnlyAttentionSpec(AttentionSpec):
         return check_all_equal(specs)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CrossAttentionSpec(AttentionSpec):
     """Cross attention in encoder-decoder models: caches the encoder's tokens."""

@@ -14,6 +14,7 @@ from enum import Enum, IntEnum
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
 from kvpure.field_checks import check_int
+from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 
 
@@ -172,6 +173,7 @@ def check_optional_positive(field: str, value: int | None) -> None:
         check_positive(field, value)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCacheSpec:
     """The KV cache format of one layer (vLLM's ``KVCacheSpec``).

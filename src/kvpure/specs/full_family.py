@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import cast
 
 from kvpure.errors import PlanningAssertionError, SpecMergeError
+from kvpure.runtime_types import typed_init
 from kvpure.specs.attention import (
     FullAttentionSpec,
     full_attention_last_dim,
@@ -26,6 +27,7 @@ from kvpure.specs.base import (
 )
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SinkFullAttentionSpec(FullAttentionSpec):
     """Full attention with attention-sink tokens."""
@@ -44,6 +46,7 @@ class SinkFullAttentionSpec(FullAttentionSpec):
         return merge_full_attention(cls, specs, sink_len=sink_len)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TQFullAttentionSpec(FullAttentionSpec):
     """Full attention whose page is sized by TurboQuant slot bytes when ``tq_slot_size > 0``."""
@@ -85,6 +88,7 @@ class TQFullAttentionSpec(FullAttentionSpec):
         return replace(merged, tq_slot_size=slot)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RSWASpec(FullAttentionSpec):
     """Reference sliding window attention: prefill stays visible, decode keeps a window."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvpure.runtime_types import typed_init
 from kvpure.settings import AUTO_FIT_MAX_MODEL_LEN, EAGLE_METHODS, PlannerSettings
 from kvpure.specs.base import KVCacheSpec, check_non_negative
 from kvpure.specs.mamba import MambaSpec
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCacheTensor:
     """One KV cache buffer for the worker to allocate.
@@ -34,6 +36,7 @@ class KVCacheTensor:
         check_non_negative("block_stride", self.block_stride)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCacheGroupSpec:
     """Layers that share one block table, with their merged spec."""
@@ -43,6 +46,7 @@ class KVCacheGroupSpec:
     is_eagle_group: bool = False
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCacheConfig:
     """One worker's KV cache plan: block count, tensors to allocate and groups."""

@@ -7,6 +7,7 @@ from enum import Enum
 from math import prod
 
 from kvpure.errors import InvalidFieldError
+from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -29,6 +30,7 @@ class MambaAttentionBackendEnum(Enum):
     CUSTOM = "CUSTOM"
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MambaSpec(KVCacheSpec):
     """Mamba state: one tensor per entry of ``shapes``/``dtypes``, one state per block.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
+from kvpure.runtime_types import typed_init
 from kvpure.specs.attention import AttentionSpec, FullAttentionSpec, SlidingWindowSpec
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -80,6 +81,7 @@ def _single(specs: Sequence[KVCacheSpec], name: str) -> None:
         )
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MLAAttentionSpec(FullAttentionSpec):
     """Multi-head latent attention (DeepSeek): one latent vector per token."""
@@ -138,11 +140,13 @@ class MLAAttentionSpec(FullAttentionSpec):
         )
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HiddenStateCacheSpec(MLAAttentionSpec):
     """Marker for the hidden-state cache layers of extract_hidden_states."""
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SlidingWindowMLASpec(SlidingWindowSpec):
     """Sliding window attention in the MLA cache format (DeepSeek-V4).

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kvpure.errors import InvalidFieldError, PlanningAssertionError
+from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 from kvpure.specs.attention import (
     ChunkedLocalAttentionSpec,
@@ -83,6 +84,7 @@ def is_uniform_with_collection(spec: KVCacheSpec, specs: LayerMap[KVCacheSpec]) 
     return all(isinstance(s, base) for s in values)
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UniformTypeKVCacheSpecs(KVCacheSpec):
     """Layers of one attention type (same token slots per request) but different page sizes.
