@@ -68,6 +68,15 @@ def test_two_identical_prompts_hit_all_but_the_last_block(
     assert data["short_prefix_tokens"] == 0
 
 
+def test_block_size_32_rounds_the_hit_down_to_32(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    lines = [{"prompt_token_ids": A}, {"prompt_token_ids": A}]
+    data = _run(capsys, tmp_path, lines, "--block-size", "32")
+    assert data["actual"]["block_size"] == 32
+    assert data["actual"]["prefix_cache_hits"] == 32
+
+
 def test_one_running_at_a_time_still_hits_the_freed_blocks(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

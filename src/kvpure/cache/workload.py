@@ -77,6 +77,10 @@ class RunResult:
     num_blocks: int
     """Blocks in the pool (block 0, the null block, included)."""
     block_size: int
+    """``cache_config.block_size`` (the smallest group block size)."""
+    hash_block_size: int
+    """Tokens per hashed block: the unit a hit is counted in."""
+    enable_caching: bool
     num_requests: int
     num_unservable: int
     queries: int
@@ -242,7 +246,9 @@ def run_workload(
             manager.free(other)
     return RunResult(
         num_blocks=config.kv_cache_config.num_blocks,
-        block_size=config.hash_block_size,
+        block_size=config.block_size,
+        hash_block_size=config.hash_block_size,
+        enable_caching=config.enable_caching,
         num_requests=len(requests),
         num_unservable=unservable,
         queries=queries,
@@ -299,7 +305,9 @@ def analyze_workload(
         auto_fit_max_model_len=False,
     )
     unbounded = run_workload(requests, replay_config(layout, big), max_num_seqs)
-    count, tokens = short_prefix_tokens(requests, config.hash_block_size)
+    count, tokens = (
+        short_prefix_tokens(requests, config.hash_block_size) if config.enable_caching else (0, 0)
+    )
     return WorkloadReport(
         num_requests=len(requests),
         prompt_tokens=sum(len(r.prompt_token_ids) for r in requests),

@@ -47,6 +47,7 @@ _OPTION_NAMES = (
     "max_model_len",
     "kv_cache_dtype",
     "num_gpu_blocks_override",
+    "mamba_cache_mode",
 )
 _BAR_WIDTH = 40
 
@@ -117,6 +118,8 @@ def _run_json(run: RunResult) -> dict[str, Any]:
     return {
         "num_blocks": run.num_blocks,
         "block_size": run.block_size,
+        "hash_block_size": run.hash_block_size,
+        "enable_caching": run.enable_caching,
         "num_unservable": run.num_unservable,
         "prefix_cache_queries": run.queries,
         "prefix_cache_hits": run.hits,
@@ -152,6 +155,10 @@ def format_report(report: WorkloadReport) -> str:
         f"shorter than a block: {report.short_prefix_tokens:,} shared-prefix tokens in "
         f"{report.short_prefix_requests:,} request(s) cannot hit",
     ]
+    if not a.enable_caching:
+        lines.append("prefix caching is off for this deployment (vLLM's default for it)")
+    elif a.hash_block_size != a.block_size:
+        lines.append(f"hits are counted in hash blocks of {a.hash_block_size} tokens")
     if a.num_unservable:
         lines.append(f"unservable:           {a.num_unservable:,} request(s) never fit the pool")
     lines.append(f"model: {CONCURRENCY_MODEL} (max_num_seqs {report.max_num_seqs})")
