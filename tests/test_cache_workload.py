@@ -165,7 +165,11 @@ def test_text_report_and_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         ([{"prompt_token_ids": A, "cache_salt": 3}], (), "line 1.cache_salt"),
         (["[1, 2]"], (), "line 1: must be a JSON object"),
         ([""], (), "holds no requests"),
-        ([{"prompt_token_ids": A, "output_len": 2000}], (), "max_model_len"),
+        (
+            [{"prompt_token_ids": A, "output_len": 2000}],
+            (),
+            "line 1.output_len: must fit max_model_len",
+        ),
         ([{"prompt_token_ids": A}], ("--max-num-seqs", "0"), "--max-num-seqs"),
         ([{"prompt_token_ids": A}], ("--sweep-memory", "lots"), "--sweep-memory"),
     ],

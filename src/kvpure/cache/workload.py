@@ -68,6 +68,8 @@ class WorkloadRequest:
     output_len: int = 0
     lora_name: str | None = None
     cache_salt: str | None = None
+    source: str = ""
+    """Where the request was read (``"FILE line N"``), named in errors."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +149,7 @@ def parse_request(data: object, where: str) -> WorkloadRequest:
         output_len=output_len,
         lora_name=_optional_str(data, "lora_name", where),
         cache_salt=_optional_str(data, "cache_salt", where),
+        source=where,
     )
 
 
@@ -172,7 +175,7 @@ def _check_lengths(requests: Sequence[WorkloadRequest], max_model_len: int) -> N
         total = len(request.prompt_token_ids) + max(request.output_len, 1)
         if total > max_model_len:
             raise _field(
-                f"request {i + 1}",
+                f"{request.source or f'request {i + 1}'}.output_len",
                 f"{len(request.prompt_token_ids)} prompt + {request.output_len} output tokens",
                 f"must fit max_model_len ({max_model_len} tokens)",
             )
@@ -294,17 +297,24 @@ def analyze_workload(
     layout: ModelLayout,
     deployment: Deployment,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    *,
+    unbounded: RunResult | None = None,
 ) -> WorkloadReport:
-    """The workload at ``deployment``'s pool, against an unbounded pool."""
+    """The workload at ``deployment``'s pool, against an unbounded pool.
+
+    ``unbounded`` reuses an earlier unbounded run of the same workload and model
+    (a memory sweep: the unbounded pool does not depend on the memory).
+    """
     config = replay_config(layout, deployment)
     actual = run_workload(requests, config, max_num_seqs)
-    big = replace(
-        deployment,
-        num_gpu_blocks_override=_unbounded_blocks(requests, config),
-        max_model_len=config.max_model_len,
-        auto_fit_max_model_len=False,
-    )
-    unbounded = run_workload(requests, replay_config(layout, big), max_num_seqs)
+    if unbounded is None:
+        big = replace(
+            deployment,
+            num_gpu_blocks_override=_unbounded_blocks(requests, config),
+            max_model_len=config.max_model_len,
+            auto_fit_max_model_len=False,
+        )
+        unbounded = run_workload(requests, replay_config(layout, big), max_num_seqs)
     count, tokens = (
         short_prefix_tokens(requests, config.hash_block_size) if config.enable_caching else (0, 0)
     )

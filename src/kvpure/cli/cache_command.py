@@ -205,10 +205,17 @@ def _options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _analyze(
-    requests: Sequence[WorkloadRequest], config: object, options: Mapping[str, str], seqs: int
+    requests: Sequence[WorkloadRequest],
+    config: object,
+    options: Mapping[str, str],
+    seqs: int,
+    unbounded: RunResult | None = None,
 ) -> WorkloadReport:
     layout = model_layout(parse_model_config(config))
-    return analyze_workload(requests, layout, deployment_from_options(options), seqs)
+    deployment = deployment_from_options(options)
+    if deployment.auto_fit_max_model_len:
+        unbounded = None  # the fitted length, hence the unbounded run, follows the memory
+    return analyze_workload(requests, layout, deployment, seqs, unbounded=unbounded)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,11 +239,13 @@ def run(args: argparse.Namespace) -> int:
     for label in labels:
         parse_memory_bytes(label, field="--sweep-memory")
     rows: list[SweepRow] = []
+    unbounded: RunResult | None = None
     for label in labels:
         try:
-            rows.append(
-                (label, _analyze(requests, config, {**options, "kv_cache_memory": label}, seqs))
-            )
+            memory = {**options, "kv_cache_memory": label}
+            report = _analyze(requests, config, memory, seqs, unbounded)
+            unbounded = report.unbounded
+            rows.append((label, report))
         except KVPureError as err:
             if isinstance(err, InvalidFieldError | ModelConfigError):
                 raise
