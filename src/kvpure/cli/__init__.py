@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from kvpure import __version__
 from kvpure.cli import (
+    cache_command,
     cache_replay_command,
     demo_command,
     events_command,
@@ -54,7 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kvpure {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (plan_command, hash_command, events_command, cache_replay_command, demo_command):
+    for module in (
+        plan_command,
+        hash_command,
+        events_command,
+        cache_replay_command,
+        cache_command,
+        demo_command,
+    ):
         module.register(sub)
     return parser
 
