@@ -1,4 +1,4 @@
-"""The ``kvpure`` command: ``kvpure hash``, ``kvpure plan`` and ``kvpure demo``.
+"""The ``kvpure`` command: ``plan``, ``hash``, ``events``, ``cache-replay``, ``cache``, ``demo``.
 
 Each subcommand lives in its own module and registers itself through
 ``register(subparsers)``. This module owns what every subcommand shares: the
