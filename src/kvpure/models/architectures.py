@@ -101,11 +101,29 @@ def _heads(cfg: HFConfig) -> tuple[int, int, int]:
     """(num_attention_heads, num_kv_heads, head_dim) of a standard attention config."""
     num_heads = cfg.int_("num_attention_heads", minimum=1)
     num_kv_heads = cfg.int_("num_key_value_heads", num_heads, minimum=1)
+    _check_kv_heads(cfg, num_heads, num_kv_heads)
     if cfg.has("head_dim"):
         head_dim = cfg.int_("head_dim", minimum=1)
     else:
-        head_dim = cfg.int_("hidden_size", minimum=1) // num_heads
+        hidden = cfg.int_("hidden_size", minimum=1)
+        if hidden % num_heads:
+            raise InvalidFieldError(
+                field=f"config.json {cfg.name('hidden_size')}",
+                value=hidden,
+                reason=f"is not a multiple of num_attention_heads ({num_heads}); give head_dim",
+            )
+        head_dim = hidden // num_heads
     return num_heads, num_kv_heads, head_dim
+
+
+def _check_kv_heads(cfg: HFConfig, num_heads: int, num_kv_heads: int) -> None:
+    """Grouped-query attention shares each KV head among whole groups of query heads."""
+    if num_kv_heads > num_heads or num_heads % num_kv_heads:
+        raise InvalidFieldError(
+            field=f"config.json {cfg.name('num_key_value_heads')}",
+            value=num_kv_heads,
+            reason=f"must divide num_attention_heads ({num_heads})",
+        )
 
 
 def _attention_model(
@@ -121,6 +139,7 @@ def _attention_model(
     if head_dim_default is not None and not cfg.has("head_dim"):
         num_heads = cfg.int_("num_attention_heads", minimum=1)
         num_kv = cfg.int_("num_key_value_heads", num_heads, minimum=1)
+        _check_kv_heads(cfg, num_heads, num_kv)
         head_dim = head_dim_default
     else:
         num_heads, num_kv, head_dim = _heads(cfg)

@@ -41,6 +41,19 @@ MAX_LEN_KEYS: Final = (
 )
 
 
+MAX_CONFIG_INT = 2**40
+"""The largest integer accepted in a config.json field (sizes of real models are far below)."""
+_MAXIMA = {
+    "num_hidden_layers": 4096,
+    "num_attention_heads": 65536,
+    "num_key_value_heads": 65536,
+    "head_dim": 65536,
+}
+"""Tighter bounds where a larger value would only exhaust memory (one spec per layer)."""
+MAX_MODEL_LEN = 2**40
+"""The longest derived context accepted (about 10**12 tokens)."""
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "null"
@@ -126,6 +139,13 @@ class HFConfig:
                 field=f"config.json {self.name(field)}",
                 value=value,
                 reason=f"must be at least {minimum}",
+            )
+        maximum = _MAXIMA.get(field, MAX_CONFIG_INT)
+        if value > maximum:
+            raise InvalidFieldError(
+                field=f"config.json {self.name(field)}",
+                value=value,
+                reason=f"must be at most {maximum}",
             )
         return value
 
@@ -214,6 +234,19 @@ class HFConfig:
                 if rope_type == "yarn" and scaling.has("original_max_position_embeddings"):
                     derived = scaling.float_("original_max_position_embeddings")
                 derived *= scaling.float_("factor", 1.0)
+                if not derived <= MAX_MODEL_LEN:
+                    raise InvalidFieldError(
+                        field=f"config.json {scaling.name('factor')}",
+                        value=scaling.raw("factor"),
+                        reason=f"scales the context to more than {MAX_MODEL_LEN} tokens",
+                    )
+        if not 1 <= derived <= MAX_MODEL_LEN:
+            keys = [key for key in MAX_LEN_KEYS if self.has(key)] or ["max_position_embeddings"]
+            raise InvalidFieldError(
+                field=f"config.json {self.name(keys[0])}",
+                value=derived,
+                reason=f"gives a context of {derived:g} tokens; it must be 1 to {MAX_MODEL_LEN}",
+            )
         return int(derived)
 
 
