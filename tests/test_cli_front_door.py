@@ -127,3 +127,19 @@ def test_help_shows_no_rest_markup(command: str, capsys: pytest.CaptureFixture[s
     assert "``" not in out
     assert ":func:" not in out
     assert out.startswith(f"usage: kvpure {command}")
+
+
+def test_deep_mixed_nesting_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"a": [' * 40 + "0" + "]}" * 40)  # 80 levels, no run of 65 brackets
+    done = _run("plan", str(path), "--kv-cache-memory", "24GiB")
+    assert done.returncode == 2
+    assert b"nests deeper than 64 levels" in done.stderr
+
+
+def test_brackets_inside_strings_do_not_count(tmp_path: Path) -> None:
+    config = json.loads((EXAMPLES / "llama3_8b.json").read_text())
+    config["note"] = "[" * 100 + '\\"{' * 100
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert _run("plan", str(path), "--kv-cache-memory", "24GiB").returncode == 0

@@ -48,3 +48,12 @@ def test_impossible_shapes_name_the_field(changes: dict[str, Any], field: str) -
 
 def test_a_plain_config_still_plans() -> None:
     _plan()
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_bool_is_not_a_count(value: bool) -> None:
+    from kvpure import FullAttentionSpec, KVDtype
+
+    with pytest.raises(InvalidFieldError) as info:
+        FullAttentionSpec(block_size=value, num_kv_heads=8, head_size=128, dtype=KVDtype.BFLOAT16)
+    assert info.value.field == "block_size"

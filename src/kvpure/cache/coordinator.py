@@ -15,16 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvpure import (
-    ChunkedLocalAttentionSpec,
-    CrossAttentionSpec,
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheSpec,
-    MambaSpec,
-    SinkFullAttentionSpec,
-    SlidingWindowSpec,
-)
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import UnsupportedTraceError
 from kvpure.cache.mamba import MambaManager
@@ -39,7 +29,17 @@ from kvpure.cache.single_type import (
 from kvpure.cache.windowed import ChunkedLocalAttentionManager, SlidingWindowManager
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, VllmHashProfile
-from kvpure.specs import RSWASpec
+from kvpure.specs import (
+    ChunkedLocalAttentionSpec,
+    CrossAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    MambaSpec,
+    RSWASpec,
+    SinkFullAttentionSpec,
+    SlidingWindowSpec,
+)
+from kvpure.specs.kv_cache_config import KVCacheConfig
 
 __all__ = ["KVCacheCoordinator", "make_manager"]
 
@@ -55,44 +55,26 @@ def make_manager(
     max_model_len: int,
 ) -> SingleTypeKVCacheManager:
     """The manager vLLM registers for ``spec``'s type."""
-    if isinstance(spec, SlidingWindowSpec):
-        return SlidingWindowManager(
-            kv_cache_spec=spec,
-            block_pool=block_pool,
-            enable_caching=enable_caching,
-            kv_cache_group_id=group_id,
-            scheduler_block_size=scheduler_block_size,
-            max_admission_blocks_per_request=spec.max_admission_blocks_per_request(
-                max_in_flight_tokens, max_model_len
-            ),
-        )
-    if isinstance(spec, ChunkedLocalAttentionSpec):
+    if isinstance(spec, SlidingWindowSpec | ChunkedLocalAttentionSpec):
+        admission = spec.max_admission_blocks_per_request(max_in_flight_tokens, max_model_len)
+        if isinstance(spec, SlidingWindowSpec):
+            return SlidingWindowManager(
+                kv_cache_spec=spec,
+                block_pool=block_pool,
+                enable_caching=enable_caching,
+                kv_cache_group_id=group_id,
+                scheduler_block_size=scheduler_block_size,
+                max_admission_blocks_per_request=admission,
+            )
         return ChunkedLocalAttentionManager(
             kv_cache_spec=spec,
             block_pool=block_pool,
             enable_caching=enable_caching,
             kv_cache_group_id=group_id,
             scheduler_block_size=scheduler_block_size,
-            max_admission_blocks_per_request=spec.max_admission_blocks_per_request(
-                max_in_flight_tokens, max_model_len
-            ),
+            max_admission_blocks_per_request=admission,
         )
-    if isinstance(spec, MambaSpec):
-        return MambaManager(
-            kv_cache_spec=spec,
-            block_pool=block_pool,
-            enable_caching=enable_caching,
-            kv_cache_group_id=group_id,
-            scheduler_block_size=scheduler_block_size,
-        )
-    if isinstance(spec, RSWASpec):
-        return RSWAManager(
-            kv_cache_spec=spec,
-            block_pool=block_pool,
-            enable_caching=enable_caching,
-            kv_cache_group_id=group_id,
-            scheduler_block_size=scheduler_block_size,
-        )
+    kind = type(spec).__name__
     if isinstance(spec, SinkFullAttentionSpec):
         # vLLM 0.26 passes needs_kv_cache_zeroing to every manager, which
         # SinkFullAttentionManager.__init__ does not take: building it is a TypeError.
@@ -101,24 +83,32 @@ def make_manager(
             reason="vLLM 0.26.0 cannot build a KV cache manager for sink attention "
             "(SinkFullAttentionManager.__init__ rejects needs_kv_cache_zeroing)",
         )
-    kind = type(spec).__name__
     if isinstance(spec, CrossAttentionSpec):
         raise UnsupportedTraceError(
             feature=f"kv_cache_groups[{group_id}] ({kind})",
             reason="the cache replay models full-attention, sliding-window, chunked-local and "
             "Mamba groups only",
         )
-    if isinstance(spec, FullAttentionSpec):
-        return FullAttentionManager(
-            kv_cache_spec=spec,
-            block_pool=block_pool,
-            enable_caching=enable_caching,
-            kv_cache_group_id=group_id,
-            scheduler_block_size=scheduler_block_size,
+    manager: type[SingleTypeKVCacheManager] | None = (
+        MambaManager
+        if isinstance(spec, MambaSpec)
+        else RSWAManager
+        if isinstance(spec, RSWASpec)
+        else FullAttentionManager
+        if isinstance(spec, FullAttentionSpec)
+        else None
+    )
+    if manager is None:
+        raise UnsupportedTraceError(
+            feature=f"kv_cache_groups[{group_id}] ({kind})",
+            reason="no vLLM KV cache manager is modelled for this spec type",
         )
-    raise UnsupportedTraceError(
-        feature=f"kv_cache_groups[{group_id}] ({kind})",
-        reason="no vLLM KV cache manager is modelled for this spec type",
+    return manager(
+        kv_cache_spec=spec,
+        block_pool=block_pool,
+        enable_caching=enable_caching,
+        kv_cache_group_id=group_id,
+        scheduler_block_size=scheduler_block_size,
     )
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvpure import MambaSpec
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.request import CacheRequest
 from kvpure.cache.single_type import HitBlocks, SingleTypeKVCacheManager, cdiv
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
+from kvpure.specs import MambaSpec
 
 __all__ = ["MambaManager"]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kvpure import KVCacheConfig
 from kvpure.cache.coordinator import KVCacheCoordinator
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.events import BlockStored, KVCacheEvent
@@ -21,6 +20,7 @@ from kvpure.cache.single_type import HitBlocks
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import VLLM_0_26, VllmHashProfile
 from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
+from kvpure.specs.kv_cache_config import KVCacheConfig
 
 __all__ = ["KVCacheManager", "PrefixCacheStats"]
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvpure import KVCacheConfig, MambaSpec
 from kvpure.cache.errors import UnsupportedTraceError
 from kvpure.interop.planning import PlanningInput, plan_input
 from kvpure.planning.log_lines import vllm_log_lines
 from kvpure.planning.memory import resolve_kv_cache_block_sizes
 from kvpure.settings import PlannerSettings
+from kvpure.specs import MambaSpec
+from kvpure.specs.kv_cache_config import KVCacheConfig
 
 __all__ = ["EAGLE_METHODS", "ReplayConfig", "replay_config_from_plan_input"]
 

@@ -15,13 +15,12 @@ import itertools
 from collections.abc import Sequence
 from typing import ClassVar
 
-from kvpure import KVCacheSpec
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
-from kvpure.specs import RSWASpec
+from kvpure.specs import KVCacheSpec, RSWASpec
 
 __all__ = [
     "FullAttentionManager",

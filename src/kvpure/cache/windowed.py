@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvpure import ChunkedLocalAttentionSpec, SlidingWindowSpec
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.single_type import HitBlocks, SingleTypeKVCacheManager, cdiv
 from kvpure.hashing import BlockHash, resolve_block_hashes
+from kvpure.specs import ChunkedLocalAttentionSpec, SlidingWindowSpec
 
 __all__ = ["ChunkedLocalAttentionManager", "SlidingWindowManager"]
 

@@ -64,38 +64,32 @@ def _big_int(text: str) -> int:
     return int(text)
 
 
-def _depth(text: str) -> int:
-    """The deepest nesting of brackets outside strings (a cheap scan before parsing)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
+def _depth(data: object) -> int:
+    """The deepest nesting of lists and objects in parsed JSON (iterative: no recursion)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
             deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
+            stack.extend((child, depth + 1) for child in item)
     return deepest
+
+
+def _too_deep(path: str) -> InvalidFieldError:
+    return InvalidFieldError(
+        field=path, value="nesting", reason=f"nests deeper than {MAX_JSON_DEPTH} levels"
+    )
 
 
 def parse_json_text(path: str, text: str) -> object:
     """JSON from ``text`` (read from ``path``), with the bounds above."""
-    if ("[" * (MAX_JSON_DEPTH + 1)) in text or (
-        ("{" in text or "[" in text) and _depth(text) > MAX_JSON_DEPTH
-    ):
-        raise InvalidFieldError(
-            field=path, value="nesting", reason=f"nests deeper than {MAX_JSON_DEPTH} levels"
-        )
     try:
         data: object = json.loads(text, parse_int=_big_int)
+    except RecursionError:
+        raise _too_deep(path) from None
     except json.JSONDecodeError as err:
         raise InvalidFieldError(
             field=path,
@@ -104,6 +98,8 @@ def parse_json_text(path: str, text: str) -> object:
         ) from None
     except ValueError as err:
         raise InvalidFieldError(field=path, value="a number", reason=str(err)) from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise _too_deep(path)
     return data
 
 

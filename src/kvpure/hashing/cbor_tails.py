@@ -22,6 +22,7 @@ from kvpure.hashing.fast_encoding import cbor_token_items, encode_token_blocks
 
 __all__ = [
     "CBOR2_MIN_BLOCK_SIZE",
+    "PAYLOAD_HEADS",
     "array_head",
     "cbor_head_of_payload",
     "cbor_tails",
@@ -211,7 +212,7 @@ def cbor_tails(
     return list(map(b"".join, grouped))
 
 
-_PAYLOAD_HEADS = tuple(b"\x83" + cbor_head(2, size) for size in range(256))
+PAYLOAD_HEADS = tuple(b"\x83" + cbor_head(2, size) for size in range(256))
 _ARRAY_HEADS = tuple(cbor_head(4, size) for size in range(1024))
 
 
@@ -223,4 +224,4 @@ def array_head(size: int) -> bytes:
 def cbor_head_of_payload(parent: bytes) -> bytes:
     """The payload's array head and the head of the parent's byte string."""
     size = len(parent)
-    return _PAYLOAD_HEADS[size] if size < 256 else b"\x83" + cbor_head(2, size)
+    return PAYLOAD_HEADS[size] if size < 256 else b"\x83" + cbor_head(2, size)

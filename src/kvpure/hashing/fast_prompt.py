@@ -33,6 +33,7 @@ from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
 from kvpure.hashing.cbor import cbor_head
 from kvpure.hashing.cbor_tails import (
+    PAYLOAD_HEADS,
     array_head,
     cbor_head_of_payload,
     cbor_tails,
@@ -126,7 +127,9 @@ def one_block_hasher(
         array = token_array(block) if len(block) == block_size else None
         if array is None or type(parent) is not bytes:
             return digest(cbor_dumps((parent, block, extra_keys)))
-        payload = b"".join((cbor_head_of_payload(parent), parent, array, extra_part))
+        size = len(parent)  # the head inline: this runs once per decoded block
+        head = PAYLOAD_HEADS[size] if size < 256 else cbor_head_of_payload(parent)
+        payload = b"".join((head, parent, array, extra_part))
         return _SHA256(payload).digest() if sha else digest(payload)
 
     return hash_cbor

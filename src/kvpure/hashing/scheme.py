@@ -123,7 +123,8 @@ def none_hash_from_seed(algorithm: HashAlgorithm | str, seed: str) -> BlockHash:
         raise InvalidFieldError(
             field="seed",
             value=seed,
-            reason="PYTHONHASHSEED is a string: pass it as vLLM's environment holds it, e.g. '0'",
+            reason="PYTHONHASHSEED is a string: pass it as the server's environment holds it, "
+            f"e.g. seed={str(seed)!r}",
         )
     return BlockHash(HashAlgorithm.from_name(algorithm).hash_fn(seed))
 
@@ -204,14 +205,9 @@ class HashScheme:
         rule is a random NONE_HASH, ``random_none_hash=True`` must say so, else
         :class:`~kvpure.errors.RandomNoneHashNotRequestedError` is raised.
         """
-        algorithm = HashAlgorithm.from_name(algorithm)
-        if seed is not None and not isinstance(seed, str):
-            raise InvalidFieldError(
-                field="seed",
-                value=seed,
-                reason="PYTHONHASHSEED is a string: pass it as the server's environment holds "
-                f"it, e.g. seed={str(seed)!r}",
-            )
+        algorithm = HashAlgorithm.from_name(
+            algorithm
+        )  # a seed's type is checked where it is hashed
         if seed is None:
             seed = profile.unseeded_none_hash_seed(algorithm)
         if seed is not None:
