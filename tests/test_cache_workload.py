@@ -161,7 +161,7 @@ def test_text_report_and_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         ([{"output_len": 3}], (), "line 1.prompt_token_ids"),
         ([{"prompt_token_ids": [1, -2]}], (), "line 1.prompt_token_ids[1]"),
         ([{"prompt_token_ids": A, "output_len": True}], (), "line 1.output_len"),
-        ([{"prompt_token_ids": A, "prompt": "hi"}], (), "line 1.prompt: unknown key"),
+        ([{"prompt_token_ids": A, "prompt": "hi"}], (), "line 1.prompt: give exactly one of"),
         ([{"prompt_token_ids": A, "cache_salt": 3}], (), "line 1.cache_salt"),
         (["[1, 2]"], (), "line 1: must be a JSON object"),
         ([""], (), "holds no requests"),

@@ -25,12 +25,13 @@ the same workload with a pool so large that no cached block is ever evicted.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.trace import ReplaySettings
+from kvpure.cache.workload_input import WorkloadRequest, parse_request
 from kvpure.errors import InvalidFieldError
 from kvpure.hashing import HashRequest
 from kvpure.interop.planning import PlanningInput
@@ -48,6 +49,8 @@ __all__ = [
     "replay_config",
     "run_workload",
     "short_prefix_tokens",
+    "unbounded_run",
+    "workload_report",
 ]
 
 CONCURRENCY_MODEL = (
@@ -58,18 +61,6 @@ CONCURRENCY_MODEL = (
 )
 
 DEFAULT_MAX_NUM_SEQS = 256
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkloadRequest:
-    """One line of the workload."""
-
-    prompt_token_ids: tuple[int, ...]
-    output_len: int = 0
-    lora_name: str | None = None
-    cache_salt: str | None = None
-    source: str = ""
-    """Where the request was read (``"FILE line N"``), named in errors."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,42 +108,6 @@ def _field(where: str, value: object, reason: str) -> InvalidFieldError:
     return InvalidFieldError(field=where, value=value, reason=reason)
 
 
-def _optional_str(obj: dict[str, object], key: str, where: str) -> str | None:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, str):
-        raise _field(f"{where}.{key}", value, "must be a string or null")
-    return value
-
-
-def parse_request(data: object, where: str) -> WorkloadRequest:
-    """One workload line's parsed JSON as a request; ``where`` names the line in errors."""
-    if not isinstance(data, dict):
-        raise _field(where, type(data).__name__, "must be a JSON object")
-    unknown = sorted(set(data) - {"prompt_token_ids", "output_len", "lora_name", "cache_salt"})
-    if unknown:
-        raise _field(
-            f"{where}.{unknown[0]}",
-            data[unknown[0]],
-            "unknown key (known: prompt_token_ids, output_len, lora_name, cache_salt)",
-        )
-    tokens = data.get("prompt_token_ids")
-    if not isinstance(tokens, list) or not tokens:
-        raise _field(f"{where}.prompt_token_ids", tokens, "must be a non-empty list of token ids")
-    for i, token in enumerate(tokens):
-        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
-            raise _field(f"{where}.prompt_token_ids[{i}]", token, "must be an int >= 0")
-    output_len = data.get("output_len", 0)
-    if isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 0:
-        raise _field(f"{where}.output_len", output_len, "must be an int >= 0")
-    return WorkloadRequest(
-        prompt_token_ids=tuple(tokens),
-        output_len=output_len,
-        lora_name=_optional_str(data, "lora_name", where),
-        cache_salt=_optional_str(data, "cache_salt", where),
-        source=where,
-    )
-
-
 def replay_config(layout: ModelLayout, deployment: Deployment) -> ReplayConfig:
     """The manager's configuration for one deployment (whole prompts in one step)."""
     derived = derive_kv_cache_specs(layout, deployment)
@@ -182,9 +137,15 @@ def _check_lengths(requests: Sequence[WorkloadRequest], max_model_len: int) -> N
 
 
 def run_workload(
-    requests: Sequence[WorkloadRequest], config: ReplayConfig, max_num_seqs: int
+    requests: Sequence[WorkloadRequest],
+    config: ReplayConfig,
+    max_num_seqs: int,
+    progress: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Drive ``requests`` through a fresh manager under the module's concurrency model."""
+    """Drive ``requests`` through a fresh manager under the module's concurrency model.
+
+    ``progress`` is called with 1 after each request is admitted or skipped.
+    """
     from kvpure.cache.replay import CacheReplay
 
     _check_lengths(requests, config.max_model_len)
@@ -210,6 +171,8 @@ def run_workload(
             lora_int_id=1 if item.lora_name is not None else None,
         )
         engine.requests[request.request_id] = request
+        if progress is not None:
+            progress(1)
         while True:
             if len(running) >= max_num_seqs:
                 finish_oldest()
@@ -292,31 +255,36 @@ def _unbounded_blocks(requests: Sequence[WorkloadRequest], config: ReplayConfig)
     return max(per_group, one_request) * len(config.kv_cache_config.kv_cache_groups) + 2
 
 
-def analyze_workload(
+def unbounded_run(
     requests: Sequence[WorkloadRequest],
     layout: ModelLayout,
     deployment: Deployment,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
-    *,
-    unbounded: RunResult | None = None,
-) -> WorkloadReport:
-    """The workload at ``deployment``'s pool, against an unbounded pool.
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """The workload through a pool so large that nothing cached is ever evicted.
 
-    ``unbounded`` reuses an earlier unbounded run of the same workload and model
-    (a memory sweep: the unbounded pool does not depend on the memory).
+    The pool follows ``deployment``'s model length and block sizes, not its memory.
     """
     config = replay_config(layout, deployment)
-    actual = run_workload(requests, config, max_num_seqs)
-    if unbounded is None:
-        big = replace(
-            deployment,
-            num_gpu_blocks_override=_unbounded_blocks(requests, config),
-            max_model_len=config.max_model_len,
-            auto_fit_max_model_len=False,
-        )
-        unbounded = run_workload(requests, replay_config(layout, big), max_num_seqs)
+    big = replace(
+        deployment,
+        num_gpu_blocks_override=_unbounded_blocks(requests, config),
+        max_model_len=config.max_model_len,
+        auto_fit_max_model_len=False,
+    )
+    return run_workload(requests, replay_config(layout, big), max_num_seqs, progress)
+
+
+def workload_report(
+    requests: Sequence[WorkloadRequest],
+    actual: RunResult,
+    unbounded: RunResult,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> WorkloadReport:
+    """The report of ``requests`` from their actual and unbounded runs."""
     count, tokens = (
-        short_prefix_tokens(requests, config.hash_block_size) if config.enable_caching else (0, 0)
+        short_prefix_tokens(requests, actual.hash_block_size) if actual.enable_caching else (0, 0)
     )
     return WorkloadReport(
         num_requests=len(requests),
@@ -327,3 +295,24 @@ def analyze_workload(
         short_prefix_requests=count,
         short_prefix_tokens=tokens,
     )
+
+
+def analyze_workload(
+    requests: Sequence[WorkloadRequest],
+    layout: ModelLayout,
+    deployment: Deployment,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    *,
+    unbounded: RunResult | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> WorkloadReport:
+    """The workload at ``deployment``'s pool, against an unbounded pool.
+
+    ``unbounded`` reuses an earlier unbounded run of the same workload and model
+    (a memory sweep: the unbounded pool does not depend on the memory).
+    """
+    config = replay_config(layout, deployment)
+    actual = run_workload(requests, config, max_num_seqs, progress)
+    if unbounded is None:
+        unbounded = unbounded_run(requests, layout, deployment, max_num_seqs, progress)
+    return workload_report(requests, actual, unbounded, max_num_seqs)

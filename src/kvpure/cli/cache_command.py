@@ -1,8 +1,12 @@
 """``kvpure cache WORKLOAD.jsonl --model CONFIG.json --kv-cache-memory SIZE``: prefix-cache hits.
 
 WORKLOAD.jsonl holds one request a line: ``{"prompt_token_ids": [...],
-"output_len": N, "lora_name": ..., "cache_salt": ...}`` (only the token ids
-are required; ``-`` reads standard input). Each request is driven through
+"output_len": N, "lora_name": ..., "cache_salt": ...}`` (only the prompt is
+required; ``-`` reads standard input). With --tokenizer PATH (a
+tokenizer.json or its model folder) a line may give ``"prompt": "text"``
+(encoded with special tokens, as vLLM's completions API does) or
+``"messages": [{"role": ..., "content": ...}]`` (rendered through the
+model's chat template, as vLLM's chat API does). Each request is driven through
 kvpure's exact replay of vLLM 0.26's KV cache manager; requests are admitted
 in file order while fewer than --max-num-seqs run and the manager admits
 them, each decodes its output at once, and when admission is refused the
@@ -12,14 +16,17 @@ The report gives the prompt tokens looked up and hit (vLLM's
 prefix_cache_queries / prefix_cache_hits), the hits of an unbounded cache,
 the hits lost to eviction, and the shared-prefix tokens that cannot hit
 because they are shorter than a block. --sweep-memory re-runs per memory
-figure and draws the hit-rate curve; --json prints one JSON object.
+figure and draws the hit-rate curve (--plot FILE.png draws it as an image);
+--jobs N runs the figures in N processes; --json prints one JSON object.
+A progress bar is drawn on standard error when it is a terminal (or with
+--progress).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kvpure.cache.workload import (
@@ -28,16 +35,16 @@ from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
     WorkloadRequest,
-    analyze_workload,
-    parse_request,
 )
+from kvpure.cache.workload_input import PromptEncoder, parse_request
+from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
+from kvpure.cli.cache_sweep import SweepInput, SweepRow, count_runs, run_sweep
 from kvpure.cli.input_files import parse_json_text, read_input_bytes, read_json
 from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
-from kvpure.cli.plan_options import OPTIONS, deployment_from_options
-from kvpure.errors import InvalidFieldError, KVPureError
-from kvpure.models.architectures import model_layout
-from kvpure.models.config import parse_model_config
-from kvpure.models.errors import ModelConfigError
+from kvpure.cli.plan_options import OPTIONS
+from kvpure.cli.progress import progress_bar
+from kvpure.errors import InvalidFieldError
+from kvpure.text.tokenizer import load_tokenizer
 
 __all__ = ["format_report", "parse_workload", "register", "report_to_json", "run"]
 
@@ -50,12 +57,16 @@ _OPTION_NAMES = (
     "mamba_cache_mode",
 )
 _BAR_WIDTH = 40
+_MAX_JOBS = 256
+_MAX_SWEEP = 256
 
 _EPILOG = """\
 example:
   kvpure cache workload.jsonl --model examples/llama3_8b.json --kv-cache-memory 24GiB
   kvpure cache workload.jsonl --model examples/llama3_8b.json --kv-cache-memory 1GiB \\
-      --sweep-memory 256MiB,512MiB,1GiB
+      --sweep-memory 256MiB,512MiB,1GiB --plot curve.png --jobs 3
+  kvpure cache chats.jsonl --model examples/llama3_8b.json --kv-cache-memory 1GiB \\
+      --tokenizer examples/tiny-chat-tokenizer
 """
 
 
@@ -86,24 +97,43 @@ def register(sub: Any) -> None:
         metavar="SIZE,SIZE,...",
         help="re-run once per KV cache memory figure and draw the hit-rate curve",
     )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a tokenizer.json or a model folder holding it (for prompt and messages lines)",
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw the --sweep-memory curve as a PNG (matplotlib)"
+    )
+    parser.add_argument(
+        "--jobs", metavar="N", default="1", help="run the replays in N processes (default 1)"
+    )
+    parser.add_argument(
+        "--progress", action="store_true", help="draw the progress bar even when not on a terminal"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
 
-def parse_workload(path: str, text: str) -> tuple[WorkloadRequest, ...]:
-    """Every non-blank line of a JSON-lines workload; errors name the line and field."""
+def parse_workload(
+    path: str, text: str, encoder: PromptEncoder | None = None
+) -> tuple[WorkloadRequest, ...]:
+    """Every non-blank line of a JSON-lines workload; errors name the line and field.
+
+    ``encoder`` (a :class:`kvpure.text.LocalTokenizer`) encodes text lines.
+    """
     requests: list[WorkloadRequest] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path} line {number}"
-        requests.append(parse_request(parse_json_text(where, line), where))
+        requests.append(parse_request(parse_json_text(where, line), where, encoder))
     if not requests:
         raise InvalidFieldError(field=path, value="", reason="holds no requests (one JSON a line)")
     return tuple(requests)
 
 
-def _read_workload(path: str) -> tuple[WorkloadRequest, ...]:
+def _read_workload(path: str, encoder: PromptEncoder | None) -> tuple[WorkloadRequest, ...]:
     data = read_input_bytes(path)
     try:
         text = data.decode("utf-8-sig")
@@ -111,7 +141,7 @@ def _read_workload(path: str) -> tuple[WorkloadRequest, ...]:
         raise InvalidFieldError(
             field=path, value=f"byte {err.start}", reason="is not UTF-8 text"
         ) from None
-    return parse_workload(path, text)
+    return parse_workload(path, text, encoder)
 
 
 def _run_json(run: RunResult) -> dict[str, Any]:
@@ -165,10 +195,6 @@ def format_report(report: WorkloadReport) -> str:
     return "\n".join(lines)
 
 
-SweepRow = tuple[str, "WorkloadReport | str"]
-"""A memory figure and its report, or why it cannot be served."""
-
-
 def format_sweep(rows: Sequence[SweepRow]) -> str:
     """A table of the sweep and a bar per memory figure."""
     lines = [
@@ -204,52 +230,44 @@ def _options(args: argparse.Namespace) -> dict[str, str]:
     }
 
 
-def _analyze(
-    requests: Sequence[WorkloadRequest],
-    config: object,
-    options: Mapping[str, str],
-    seqs: int,
-    unbounded: RunResult | None = None,
-) -> WorkloadReport:
-    layout = model_layout(parse_model_config(config))
-    deployment = deployment_from_options(options)
-    if deployment.auto_fit_max_model_len:
-        unbounded = None  # the fitted length, hence the unbounded run, follows the memory
-    return analyze_workload(requests, layout, deployment, seqs, unbounded=unbounded)
-
-
 def run(args: argparse.Namespace) -> int:
     seqs = parse_positive_int(args.max_num_seqs, field="--max-num-seqs")
+    jobs = parse_positive_int(args.jobs, field="--jobs")
+    if jobs > _MAX_JOBS:
+        raise InvalidFieldError(field="--jobs", value=jobs, reason=f"must be at most {_MAX_JOBS}")
+    labels = _sweep_labels(args.sweep_memory)
+    if args.plot is not None and labels is None:
+        raise InvalidFieldError(
+            field="--plot", value=args.plot, reason="draws a sweep: give --sweep-memory too"
+        )
+    if args.plot is not None:
+        check_plot_target(args.plot)
     config = read_json(args.model)
-    requests = _read_workload(args.workload)
-    options = _options(args)
-    if args.sweep_memory is None:
-        report = _analyze(requests, config, options, seqs)
+    encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
+    requests = _read_workload(args.workload, encoder)
+    sweep = SweepInput(requests, config, _options(args), seqs)
+    figures: list[str | None] = [None] if labels is None else list(labels)
+    bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
+    try:
+        rows = run_sweep(sweep, figures, jobs=jobs, strict=labels is None, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if labels is None:
+        report = rows[0][1]
+        if isinstance(report, str):  # strict: an unservable figure raised already
+            raise RuntimeError(report)
         if args.json:
             data = {"concurrency_model": CONCURRENCY_MODEL, **report_to_json(report)}
             print(json.dumps(data, indent=2))
         else:
             print(format_report(report))
         return 0
-    labels = [v.strip() for v in args.sweep_memory.split(",") if v.strip()]
-    if not labels:
-        raise InvalidFieldError(
-            field="--sweep-memory", value=args.sweep_memory, reason="must list memory figures"
-        )
-    for label in labels:
-        parse_memory_bytes(label, field="--sweep-memory")
-    rows: list[SweepRow] = []
-    unbounded: RunResult | None = None
-    for label in labels:
-        try:
-            memory = {**options, "kv_cache_memory": label}
-            report = _analyze(requests, config, memory, seqs, unbounded)
-            unbounded = report.unbounded
-            rows.append((label, report))
-        except KVPureError as err:
-            if isinstance(err, InvalidFieldError | ModelConfigError):
-                raise
-            rows.append((label, _first_sentence(str(err))))
+    named = [(str(label), r) for label, r in rows]
+    if args.plot is not None:
+        served = [(label, r) for label, r in named if not isinstance(r, str)]
+        title = f"prefix-cache hit rate, {len(requests):,} requests"
+        write_hit_rate_plot(served, args.plot, title=title)
     if args.json:
         data = {
             "concurrency_model": CONCURRENCY_MODEL,
@@ -257,16 +275,30 @@ def run(args: argparse.Namespace) -> int:
                 {"memory": label, "error": r}
                 if isinstance(r, str)
                 else {"memory": label, **report_to_json(r)}
-                for label, r in rows
+                for label, r in named
             ],
         }
         print(json.dumps(data, indent=2))
     else:
-        print(format_sweep(rows))
+        print(format_sweep(named))
         print(f"model: {CONCURRENCY_MODEL} (max_num_seqs {seqs})")
+        if args.plot is not None:
+            print(f"curve: {args.plot}")
     return 0
 
 
-def _first_sentence(message: str) -> str:
-    first = message.strip().splitlines()[0].split(". ")[0] if message.strip() else "error"
-    return first if len(first) <= 160 else first[:157] + "..."
+def _sweep_labels(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    labels = [v.strip() for v in value.split(",") if v.strip()]
+    if not labels:
+        raise InvalidFieldError(
+            field="--sweep-memory", value=value, reason="must list memory figures"
+        )
+    if len(labels) > _MAX_SWEEP:
+        raise InvalidFieldError(
+            field="--sweep-memory", value=len(labels), reason=f"must list at most {_MAX_SWEEP}"
+        )
+    for label in labels:
+        parse_memory_bytes(label, field="--sweep-memory")
+    return labels

@@ -1,0 +1,220 @@
+"""The runs behind ``kvpure cache``: one actual run per memory figure and the unbounded runs.
+
+Every run is a task over the same workload; the tasks are independent, so
+``--jobs N`` hands them to a process pool (the workload is sent to each
+worker once, by the pool's initializer) and the results, gathered in task
+order, are the serial run's: the same functions on the same inputs.
+
+The unbounded pool follows the model length and block sizes, not the memory.
+With a fixed ``--max-model-len`` it is run once, from the first memory figure
+that plans; when the model length is fitted to the memory it is run once per
+figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvpure.cache.workload import (
+    RunResult,
+    WorkloadReport,
+    WorkloadRequest,
+    replay_config,
+    run_workload,
+    unbounded_run,
+    workload_report,
+)
+from kvpure.cli.plan_options import deployment_from_options
+from kvpure.errors import InvalidFieldError, KVPureError
+from kvpure.models.architectures import model_layout
+from kvpure.models.config import parse_model_config
+from kvpure.models.deployment import Deployment
+from kvpure.models.errors import ModelConfigError
+from kvpure.models.layout import ModelLayout
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+__all__ = ["SweepInput", "SweepRow", "count_runs", "run_sweep"]
+
+SweepRow = tuple[str, WorkloadReport | str]
+"""A memory figure and its report, or why it cannot be served."""
+
+
+@dataclass(frozen=True, slots=True)
+class SweepInput:
+    """What every run shares."""
+
+    requests: tuple[WorkloadRequest, ...]
+    model_config: object
+    """The parsed config.json."""
+    options: Mapping[str, str]
+    """The deployment options (``kv_cache_memory`` is set per figure)."""
+    max_num_seqs: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    kind: str
+    """``actual``, ``unbounded`` (at ``index``) or ``first-unbounded`` (from ``index`` on)."""
+    index: int
+
+
+_Outcome = RunResult | KVPureError | None
+
+_shared: tuple[SweepInput, ModelLayout, tuple[str | None, ...]] | None = None
+
+
+def _set_shared(sweep: SweepInput, labels: tuple[str | None, ...]) -> None:
+    """The pool's initializer (and the serial path's setup): parse the model once."""
+    global _shared
+    _shared = (sweep, model_layout(parse_model_config(sweep.model_config)), labels)
+
+
+def _deployment(sweep: SweepInput, label: str | None) -> Deployment:
+    options = dict(sweep.options)
+    if label is not None:
+        options["kv_cache_memory"] = label
+    return deployment_from_options(options)
+
+
+def _fatal(err: KVPureError) -> bool:
+    """A mistake in the input, not a memory figure too small to serve."""
+    return isinstance(err, InvalidFieldError | ModelConfigError)
+
+
+def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Outcome:
+    """One run; a memory figure that cannot be served is returned as its error."""
+    if _shared is None:
+        raise RuntimeError("the sweep's shared input is set before any task runs")
+    sweep, layout, labels = _shared
+    requests, seqs = sweep.requests, sweep.max_num_seqs
+    indexes = range(task.index, len(labels)) if task.kind == "first-unbounded" else [task.index]
+    for index in indexes:
+        try:
+            deployment = _deployment(sweep, labels[index])
+            if task.kind == "actual":
+                return run_workload(requests, replay_config(layout, deployment), seqs, progress)
+            return unbounded_run(requests, layout, deployment, seqs, progress)
+        except KVPureError as err:
+            if _fatal(err) or task.kind != "first-unbounded":
+                return err
+    return None
+
+
+def _unbounded_per_figure(sweep: SweepInput, labels: Sequence[str | None]) -> bool:
+    """Whether the model length, hence the unbounded pool, follows the memory."""
+    return bool(labels) and _deployment(sweep, labels[0]).auto_fit_max_model_len
+
+
+def count_runs(sweep: SweepInput, labels: Sequence[str | None]) -> int:
+    """How many runs :func:`run_sweep` makes (each replays every request once)."""
+    return len(_tasks(len(labels), _unbounded_per_figure(sweep, labels)))
+
+
+def _tasks(count: int, unbounded_per_figure: bool) -> list[_Task]:
+    tasks = [_Task("actual", i) for i in range(count)]
+    if unbounded_per_figure:
+        return [t for i in range(count) for t in (tasks[i], _Task("unbounded", i))]
+    return [*tasks, _Task("first-unbounded", 0)]
+
+
+def _first_sentence(message: str) -> str:
+    first = message.strip().splitlines()[0].split(". ")[0] if message.strip() else "error"
+    return first if len(first) <= 160 else first[:157] + "..."
+
+
+def run_sweep(
+    sweep: SweepInput,
+    labels: Sequence[str | None],
+    *,
+    jobs: int = 1,
+    strict: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> list[tuple[str | None, WorkloadReport | str]]:
+    """A report (or why it cannot be served) per memory figure, in order.
+
+    ``labels`` are memory figures (None: the options' own). ``strict`` raises a
+    figure's error instead of reporting it; a mistake in the input always
+    raises. ``jobs`` above 1 runs the tasks in that many processes.
+    ``progress`` is called with the number of requests replayed since its last call.
+    """
+    labels = tuple(labels)
+    tasks = _tasks(len(labels), _unbounded_per_figure(sweep, labels))
+    outcomes: list[_Outcome]
+    if jobs <= 1:
+        _set_shared(sweep, labels)
+        outcomes = [_counted(task, len(sweep.requests), progress) for task in tasks]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(tasks)), initializer=_set_shared, initargs=(sweep, labels)
+        ) as pool:
+            futures = [pool.submit(_run_task, task) for task in tasks]
+            if progress is not None:
+                step = len(sweep.requests)
+                for future in futures:
+                    future.add_done_callback(_advance(progress, step))
+            outcomes = [future.result() for future in futures]
+    return _rows(sweep, labels, tasks, outcomes, strict)
+
+
+def _counted(task: _Task, total: int, progress: Callable[[int], None] | None) -> _Outcome:
+    """``_run_task`` reporting each request, and the rest of ``total`` when it stops early."""
+    if progress is None:
+        return _run_task(task)
+    counted = 0
+
+    def count(step: int) -> None:
+        nonlocal counted
+        counted += step
+        progress(step)
+
+    outcome = _run_task(task, count)
+    if counted < total:
+        progress(total - counted)
+    return outcome
+
+
+def _advance(progress: Callable[[int], None], step: int) -> Callable[[Future[_Outcome]], None]:
+    def done(_: Future[_Outcome]) -> None:
+        progress(step)
+
+    return done
+
+
+def _rows(
+    sweep: SweepInput,
+    labels: tuple[str | None, ...],
+    tasks: list[_Task],
+    outcomes: list[_Outcome],
+    strict: bool,
+) -> list[tuple[str | None, WorkloadReport | str]]:
+    actual: dict[int, _Outcome] = {}
+    unbounded: dict[int, _Outcome] = {}
+    shared: _Outcome = None
+    for task, outcome in zip(tasks, outcomes, strict=True):
+        if task.kind == "actual":
+            actual[task.index] = outcome
+        elif task.kind == "unbounded":
+            unbounded[task.index] = outcome
+        else:
+            shared = outcome
+    rows: list[tuple[str | None, WorkloadReport | str]] = []
+    for index, label in enumerate(labels):
+        run = actual[index]
+        if isinstance(run, KVPureError):
+            if strict or _fatal(run):
+                raise run
+            rows.append((label, _first_sentence(str(run))))
+            continue
+        upper = unbounded.get(index, shared)
+        if isinstance(upper, KVPureError):
+            raise upper
+        if run is None or upper is None:
+            raise AssertionError("every served figure has its runs")  # unreachable by design
+        rows.append((label, workload_report(sweep.requests, run, upper, sweep.max_num_seqs)))
+    return rows

@@ -1,0 +1,155 @@
+"""A local Hugging Face tokenizer: text and chat messages to the token ids vLLM 0.26 would see.
+
+:func:`load_tokenizer` reads a ``tokenizer.json`` file, or a model folder
+holding ``tokenizer.json`` and ``tokenizer_config.json`` (and, where present,
+``chat_template.jinja``, which wins over the config's ``chat_template`` as in
+transformers 5), with the ``tokenizers`` library; nothing is downloaded.
+
+- a text prompt is encoded with ``add_special_tokens=True``, the default of
+  vLLM's completions API (``CompletionRequest.add_special_tokens``): the
+  tokenizer's post-processor adds the BOS token where the model has one;
+- chat messages are rendered through the model's chat template
+  (:mod:`kvpure.text.chat_template`) and the text is encoded with
+  ``add_special_tokens=False``, the default of vLLM's chat API
+  (``ChatCompletionRequest.add_special_tokens``) and what transformers'
+  ``apply_chat_template`` does: the template writes the special tokens itself.
+
+Not read: ``special_tokens_map.json`` (the legacy file), the
+``additional_chat_templates/`` folder, tokenizers that are not a
+``tokenizer.json`` (sentencepiece or tiktoken files), and lower-casing or
+truncation options of the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kvpure.errors import InvalidFieldError
+from kvpure.text.chat_template import SPECIAL_TOKEN_NAMES, ChatMessage, ChatTemplate
+from kvpure.text.errors import ChatTemplateError, MissingExtraError
+
+__all__ = ["LocalTokenizer", "load_tokenizer"]
+
+_MAX_FILE_BYTES = 256 * 1024 * 1024
+
+
+def _read_text(path: Path, field: str) -> str:
+    try:
+        size = path.stat().st_size
+        if size > _MAX_FILE_BYTES:
+            raise InvalidFieldError(field=field, value=f"{size} bytes", reason="is over 256 MiB")
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InvalidFieldError(
+            field=field, value=f"byte {err.start}", reason="is not UTF-8 text"
+        ) from None
+
+
+def _token_text(value: object) -> str | None:
+    """A special token as tokenizer_config.json writes it (a string or an AddedToken dict)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        content: str = value["content"]
+        return content
+    return None
+
+
+def _config_template(config: dict[str, Any], field: str) -> str | None:
+    template = config.get("chat_template")
+    if template is None or isinstance(template, str):
+        return template
+    if isinstance(template, list):  # named templates: the default one, as transformers picks
+        for item in template:
+            if isinstance(item, dict) and item.get("name") == "default":
+                source = item.get("template")
+                if isinstance(source, str):
+                    return source
+        raise InvalidFieldError(
+            field=f"{field}.chat_template",
+            value=[item.get("name") for item in template if isinstance(item, dict)],
+            reason="names no 'default' template",
+        )
+    raise InvalidFieldError(
+        field=f"{field}.chat_template", value=type(template).__name__, reason="must be a string"
+    )
+
+
+class LocalTokenizer:
+    """A ``tokenizers`` tokenizer and, where the model has one, its chat template."""
+
+    def __init__(self, backend: Any, template: ChatTemplate | None, *, where: str) -> None:
+        self._backend = backend
+        self.chat_template = template
+        self.where = where
+
+    def encode_prompt(self, text: str) -> tuple[int, ...]:
+        """A text prompt's ids, special tokens added (vLLM's completions path)."""
+        return tuple(self._backend.encode(text, add_special_tokens=True).ids)
+
+    def render_chat(self, messages: Sequence[ChatMessage], *, where: str) -> str:
+        """The chat template applied to ``messages`` with an assistant turn opened."""
+        if self.chat_template is None:
+            raise ChatTemplateError(
+                where=where,
+                reason=f"the tokenizer at {self.where} has no chat template "
+                "(tokenizer_config.json chat_template or chat_template.jinja); "
+                "give the request as a prompt instead",
+            )
+        return self.chat_template.render(messages, where=where)
+
+    def encode_chat(self, messages: Sequence[ChatMessage], *, where: str) -> tuple[int, ...]:
+        """The rendered chat's ids, no special tokens added (vLLM's chat path)."""
+        text = self.render_chat(messages, where=where)
+        return tuple(self._backend.encode(text, add_special_tokens=False).ids)
+
+
+def load_tokenizer(path: str | Path) -> LocalTokenizer:
+    """The tokenizer at ``path``: a tokenizer.json file or a folder holding one."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise MissingExtraError(feature="--tokenizer", package="tokenizers", extra="text") from None
+    where = str(path)
+    root = Path(path)
+    if root.is_dir():
+        tokenizer_file = root / "tokenizer.json"
+        config_file: Path | None = root / "tokenizer_config.json"
+    elif root.exists():
+        tokenizer_file, config_file = root, root.parent / "tokenizer_config.json"
+    else:
+        raise InvalidFieldError(
+            field="--tokenizer", value=where, reason="does not exist (a tokenizer.json or a folder)"
+        )
+    if not tokenizer_file.is_file():
+        raise InvalidFieldError(field="--tokenizer", value=where, reason="holds no tokenizer.json")
+    try:
+        backend = Tokenizer.from_str(_read_text(tokenizer_file, str(tokenizer_file)))
+    except Exception as err:  # the library's own parse errors carry no common type
+        raise InvalidFieldError(
+            field=str(tokenizer_file), value="tokenizer.json", reason=f"does not load: {err}"
+        ) from None
+    config: dict[str, Any] = {}
+    if config_file is not None and config_file.is_file():
+        loaded = json.loads(_read_text(config_file, str(config_file)))
+        if not isinstance(loaded, dict):
+            raise InvalidFieldError(
+                field=str(config_file), value=type(loaded).__name__, reason="must be a JSON object"
+            )
+        config = loaded
+    source = _config_template(config, str(config_file))
+    jinja_file = tokenizer_file.parent / "chat_template.jinja"
+    if jinja_file.is_file():
+        source = _read_text(jinja_file, str(jinja_file))
+    template = None
+    if source is not None:
+        special = {
+            name: text
+            for name in SPECIAL_TOKEN_NAMES
+            if (text := _token_text(config.get(name))) is not None
+        }
+        template = ChatTemplate(source, special, where=where)
+    return LocalTokenizer(backend, template, where=where)
