@@ -28,7 +28,13 @@ import pytest
 from tokenizers import Tokenizer
 
 from kvpure.cache.workload_input import parse_request
-from kvpure.text import ChatMessage, ChatTemplateError, MissingExtraError, load_tokenizer
+from kvpure.text import (
+    ChatMessage,
+    ChatTemplate,
+    ChatTemplateError,
+    MissingExtraError,
+    load_tokenizer,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "examples" / "tiny-chat-tokenizer"
@@ -215,3 +221,36 @@ def test_bad_text_lines_name_the_field(data: dict[str, Any], needle: str) -> Non
     with pytest.raises(InvalidFieldError) as info:
         parse_request(data, "w line 1")
     assert needle in str(info.value)
+
+
+# Expected formats: vLLM 0.26's own detector (vllm/renderers/hf.py,
+# _detect_content_format and the _iter_nodes_* helpers it calls), executed on
+# each template from vLLM's source; kvpure's rewrite must agree.
+DETECTION = [
+    ("{% for m in messages %}{{ m['content'] }}{% endfor %}", "string"),
+    ("{% for m in messages %}"
+     "{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}", "openai"),
+    ("{% for m in messages|reverse %}"
+     "{% for p in m['content']|list %}{% endfor %}{% endfor %}", "openai"),
+    ("{% set content = messages[0]['content'] %}{% for p in content %}{% endfor %}", "openai"),
+    # a tuple loop target over the messages: vLLM gives up and says "string"
+    ("{% for m, n in messages %}{% endfor %}"
+     "{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}", "string"),
+    ("{% for m in messages[1:] %}{% for p in m.content %}{% endfor %}{% endfor %}", "openai"),
+    ("{% set a = messages %}{% set b = a %}"
+     "{% for m in b %}{% for p in m['content'] %}{% endfor %}{% endfor %}", "openai"),
+    ("{% for m in messages %}{% for p in m['text'] %}{% endfor %}{% endfor %}", "string"),
+    ("{% for p in messages[0]['content'] %}{% endfor %}", "string"),
+    ("{% set ns = namespace(x=messages) %}"
+     "{% for m in ns.x %}{% for p in m.content %}{% endfor %}{% endfor %}", "string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "expected"), DETECTION)
+def test_content_format_detection_agrees_with_vllm(source: str, expected: str) -> None:
+    assert ChatTemplate(source, {}, where="t").content_format == expected
+
+
+def test_a_template_that_does_not_parse_is_one_error() -> None:
+    with pytest.raises(ChatTemplateError, match="does not parse"):
+        ChatTemplate("{% for m in messages %}", {}, where="t")
