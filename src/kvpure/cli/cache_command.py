@@ -255,8 +255,8 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     if labels is None:
         report = rows[0][1]
-        if isinstance(report, str):  # strict: an unservable figure raised already
-            raise RuntimeError(report)
+        if isinstance(report, str):  # not reached: a strict run raises the figure's error
+            raise InvalidFieldError(field="--kv-cache-memory", value=None, reason=report)
         if args.json:
             data = {"concurrency_model": CONCURRENCY_MODEL, **report_to_json(report)}
             print(json.dumps(data, indent=2))

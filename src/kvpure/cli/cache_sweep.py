@@ -215,6 +215,6 @@ def _rows(
         if isinstance(upper, KVPureError):
             raise upper
         if run is None or upper is None:
-            raise AssertionError("every served figure has its runs")  # unreachable by design
+            raise RuntimeError("a served figure lacks a run")  # not reached: every task ran
         rows.append((label, workload_report(sweep.requests, run, upper, sweep.max_num_seqs)))
     return rows
