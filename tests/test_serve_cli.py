@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvpure.cli import main
+from kvpure.cli.serve_options import SERVE_OPTIONS, SERVE_SWITCHES
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.layout import ModelLayout
@@ -226,3 +227,34 @@ def test_a_custom_gpu_follows_the_same_rules(capsys: pytest.CaptureFixture[str])
     assert isinstance(settings, dict)
     assert settings["max_num_batched_tokens"]["value"] == 8192
     assert settings["max_num_seqs"]["value"] == 256
+
+
+def test_help_lists_the_serve_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    out = capsys.readouterr().out
+    for option in SERVE_OPTIONS:
+        for flag in option.flags:
+            assert flag in out, flag
+    for flag, _, _, _ in SERVE_SWITCHES:
+        assert flag in out, flag
+
+
+def test_serve_flags_are_refused_for_a_planning_case(capsys: pytest.CaptureFixture[str]) -> None:
+    case = ROOT / "tests" / "data" / "vllm-0.26.0" / "llama3_8b.json"
+    assert main(["plan", str(case), "--gpu", "H100"]) == 2
+    assert "--gpu" in capsys.readouterr().err
+
+
+def test_an_mla_model_on_an_l4_gets_triton_mla_blocks(capsys: pytest.CaptureFixture[str]) -> None:
+    # vllm/platforms/cuda.py: on 8.9 no FlashAttention MLA (9.x), FlashMLA (9.x/10.x) or
+    # FlashInfer MLA (10.x) -> Triton MLA, whose kernels take 16 -> 16-token blocks.
+    lite = str(ROOT / "examples" / "deepseek_v2_lite.json")
+    code, data = run_json([lite, "--gpu", "L4", "--kv-cache-memory", "9GiB", "-tp", "2"], capsys)
+    assert code == 0
+    groups = data["groups"]
+    assert isinstance(groups, list)
+    assert {g["block_size"] for g in groups} == {16}
+    model = data["model"]
+    assert isinstance(model, dict)
+    assert model["attention_backend"] == "TRITON_MLA"

@@ -79,10 +79,10 @@ class Verdict:
 
 
 def starts(layout: ModelLayout, flags: ServeFlags) -> bool:
-    """Whether vLLM would start with these flags (the planner raises nothing)."""
+    """Whether vLLM would start with these flags (nothing raises on the way to a plan)."""
     try:
         plan_deployment(layout, resolve_serve_settings(layout, flags).deployment)
-    except NOT_STARTING:
+    except KVPureError:
         return False
     return True
 
