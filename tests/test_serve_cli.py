@@ -258,3 +258,17 @@ def test_an_mla_model_on_an_l4_gets_triton_mla_blocks(capsys: pytest.CaptureFixt
     model = data["model"]
     assert isinstance(model, dict)
     assert model["attention_backend"] == "TRITON_MLA"
+
+
+def test_align_mode_needs_a_batch_of_at_least_one_block(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # vllm/config/vllm.py (VllmConfig's block-size checks): in Mamba cache mode "align",
+    # block_size <= max_num_batched_tokens, or vLLM refuses to start. Granite-4.0-H-Small's
+    # attention block is raised to 528 tokens (16 * cdiv(2147840, 16 * 4096)).
+    granite = str(ROOT / "examples" / "granite_4_0_h_small.json")
+    argv = ["plan", granite, "--kv-cache-memory", "24GiB", "--max-model-len", "64K"]
+    align = ["--enable-prefix-caching", "--mamba-cache-mode", "align"]
+    assert main([*argv, *align, "--max-num-batched-tokens", "527"]) == 2
+    assert "align needs at least the block size (528 tokens)" in capsys.readouterr().err
+    assert main([*argv, *align, "--max-num-batched-tokens", "528"]) == 0

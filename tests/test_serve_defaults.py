@@ -323,3 +323,14 @@ def test_without_a_gpu_the_h100_defaults_are_assumed_and_said() -> None:
     assert serve["max_num_batched_tokens"].source is Source.ASSUMED
     named = resolve_serve_settings(layout("llama3_8b"), flags(gpu=GPUS["L4"]))
     assert named["max_num_batched_tokens"].source is Source.GPU_DEFAULT
+
+
+def test_no_catalogued_gpu_is_near_the_70_gib_line() -> None:
+    # The figures are driver totals; torch reports a little less. Only the 70 GiB
+    # comparison of get_batch_defaults reads them, so they must be far from it.
+    for gpu in GPUS.values():
+        assert abs(gpu.total_memory_bytes - 70 * GIB) > 5 * GIB, gpu.name
+    assert [g.name for g in GPUS.values() if "a100" in g.device_name.lower()] == [
+        "A100-40GB",
+        "A100-80GB",
+    ]

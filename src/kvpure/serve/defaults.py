@@ -325,9 +325,7 @@ def resolve_serve_settings(layout: ModelLayout, flags: ServeFlags) -> ServeSetti
         kv_cache_memory_bytes=min(memory),
         kv_cache_memory_per_gpu=memory if len(memory) > 1 else (),
         block_size=int(block.value),
-        max_model_len=max_len.value
-        if isinstance(max_len.value, int) and flags.max_model_len
-        else None,
+        max_model_len=flags.max_model_len,
         auto_fit_max_model_len=flags.max_model_len_auto,
         kv_cache_dtype=cache_dtype,
         dtype=flags.dtype or "auto",

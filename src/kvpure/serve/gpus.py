@@ -14,10 +14,12 @@ defaults:
 - ``vendor``: ``nvidia`` (CUDA platform) or ``amd`` (ROCm platform).
 
 Memory figures are the driver's total memory (``nvidia-smi --query-gpu=memory.total``,
-``rocm-smi``), in MiB, as NVIDIA's and AMD's datasheets and public vLLM and
-PyTorch logs give them. torch reports a few hundred MiB less (for example
-"79.19 GiB" for an H100 80GB); no listed GPU lies within 5 GiB of vLLM's
-70 GiB line, so that gap cannot change any default. The plan itself never
+``rocm-smi``) in MiB, as public nvidia-smi/rocm-smi output commonly shows it
+for each board; drivers and board variants differ by up to a few hundred MiB,
+and torch reports a few hundred MiB less (PyTorch out-of-memory messages on
+H100 80GB boards say "total capacity of 79.15-79.25 GiB"). No listed GPU lies
+within 5 GiB of vLLM's 70 GiB line (a test checks it), so none of these
+differences can change a default. The plan itself never
 reads total memory: the KV cache memory is given (``--kv-cache-memory``), as
 vLLM's "Available KV cache memory" line prints it.
 """

@@ -22,6 +22,7 @@ from typing import Final
 from kvpure.errors import (
     AutoFitError,
     InsufficientKVCacheMemoryError,
+    InvalidFieldError,
     KVPureError,
     NoKVCacheMemoryError,
 )
@@ -156,6 +157,23 @@ def _fixes(
     return tuple(fixes)
 
 
+def _check_align_mode(derived: DerivedSpecs) -> None:
+    """vLLM asserts ``block_size <= max_num_batched_tokens`` in Mamba cache mode ``align``.
+
+    (``VllmConfig`` block-size checks, vllm/config/vllm.py.)
+    """
+    settings = derived.settings
+    if settings.mamba_cache_mode == "align" and settings.block_size > (
+        settings.max_num_batched_tokens
+    ):
+        raise InvalidFieldError(
+            field="--max-num-batched-tokens",
+            value=settings.max_num_batched_tokens,
+            reason=f"Mamba cache mode align needs at least the block size "
+            f"({settings.block_size} tokens); vLLM refuses to start",
+        )
+
+
 def serve_verdict(
     layout: ModelLayout, flags: ServeFlags
 ) -> tuple[ServeSettings, Verdict, tuple[DerivedSpecs, KVCachePlan] | None]:
@@ -178,6 +196,7 @@ def serve_verdict(
             fixes=_fixes(layout, flags, serve, length),
         )
         return serve, verdict, None
+    _check_align_mode(derived)
     tokens, concurrency = _capacity(plan)
     verdict = Verdict(
         starts=True,
