@@ -24,7 +24,8 @@ from typing import Any
 
 from kvpure.cli.input_files import read_json
 from kvpure.cli.plan_options import add_deployment_options, given_options
-from kvpure.cli.plan_output import config_report_output
+from kvpure.cli.plan_output import config_report
+from kvpure.cli.serve_options import add_serve_options, given_serve_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import (
     PlanningInput,
@@ -44,6 +45,8 @@ EXIT_PLANNING_ERROR = 2
 _EPILOG = """\
 examples:
   kvpure plan examples/llama3_8b.json --kv-cache-memory 24GiB
+  kvpure plan examples/gpt_oss_20b.json --gpu H100 --kv-cache-memory 12.13GiB,11.33GiB -tp 2
+  kvpure plan examples/deepseek_v2_lite.json --gpu L4 --kv-cache-memory 9GiB -tp 2
   kvpure plan examples/gemma3_12b.json --kv-cache-memory 20GiB --max-model-len 32K
   kvpure plan examples/deepseek_v3.json --kv-cache-memory 40GiB -tp 8 --json
   kvpure plan examples/llama3_8b.json --kv-cache-memory 8GiB --max-model-len auto
@@ -78,6 +81,7 @@ def register(sub: Any) -> None:
         help="print the facts as JSON (for a planning case: the goldens' JSON shape)",
     )
     add_deployment_options(parser)
+    add_serve_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -140,11 +144,17 @@ def format_report(plan: KVCachePlan) -> str:
     return "\n".join(lines)
 
 
+def _given(args: argparse.Namespace) -> dict[str, str]:
+    return given_options(args) | given_serve_options(args)
+
+
 def _run_config(args: argparse.Namespace, config: object) -> int:
-    text, code = config_report_output(
-        config, given_options(args), sweep_text=args.sweep, as_json=args.json
+    text, code, failure = config_report(
+        config, _given(args), sweep_text=args.sweep, as_json=args.json
     )
-    print(text)
+    print(text, flush=True)
+    if failure is not None:
+        raise failure
     return code
 
 
@@ -158,7 +168,7 @@ def _check_is_case(args: argparse.Namespace, data: object) -> object:
             reason="is neither a model's config.json (it has no 'architectures') nor a vLLM "
             "planning case (it has no 'kv_cache_specs')",
         )
-    given = [f"--{name.replace('_', '-')}" for name in given_options(args)]
+    given = [f"--{name.replace('_', '-')}" for name in _given(args)]
     if args.sweep is not None:
         given.append("--sweep")
     if given:

@@ -36,6 +36,7 @@ __all__ = [
     "add_deployment_options",
     "deployment_from_options",
     "given_options",
+    "parse_attention_backend",
     "parse_sweep",
 ]
 
@@ -55,8 +56,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
         name="kv_cache_memory",
         flags=("--kv-cache-memory",),
         metavar="SIZE",
-        help="KV cache memory per GPU (required for a config.json): bytes or a size such as "
-        "24GiB, 16GB, 512MiB (GiB/MiB are powers of 1024, GB/MB of 1000)",
+        help="KV cache memory per GPU (required for a config.json): a size such as "
+        "24GiB, 16GB, 512MiB (GiB/MiB are powers of 1024, GB/MB of 1000), or one per GPU "
+        "in rank order as vLLM's 'Available KV cache memory' lines give them: 12.13GiB,11.33GiB",
     ),
     Option(
         name="max_model_len",
@@ -115,15 +117,15 @@ OPTIONS: Final[tuple[Option, ...]] = (
         name="max_num_batched_tokens",
         flags=("--max-num-batched-tokens",),
         metavar="N",
-        help="tokens scheduled per step (default 8192); sliding-window and chunked layers keep "
-        "that many tokens beyond their window",
+        help="tokens scheduled per step (default by GPU and usage context: 8192 or 2048 for "
+        "serve); sliding-window and chunked layers keep that many tokens beyond their window",
     ),
     Option(
         name="attention_backend",
         flags=("--attention-backend",),
         metavar="NAME",
         help="attention backend: " + ", ".join(b.value for b in AttentionBackend) + "; default "
-        "FLASH_ATTN, or FLASHMLA for MLA models",
+        "vLLM 0.26's choice for the --gpu and the model",
     ),
     Option(
         name="mamba_cache_mode",
@@ -215,7 +217,8 @@ def _choice(name: str, text: str, choices: tuple[str, ...]) -> str:
     return text
 
 
-def _backend(text: str) -> AttentionBackend:
+def parse_attention_backend(text: str) -> AttentionBackend:
+    """``--attention-backend`` text (any case) -> the backend."""
     try:
         return AttentionBackend(text.upper())
     except ValueError:
@@ -263,7 +266,7 @@ def deployment_from_options(options: Mapping[str, str]) -> Deployment:
         pipeline_parallel_size=positive("pipeline_parallel_size") or 1,
         num_gpu_blocks_override=positive("num_gpu_blocks_override"),
         max_num_batched_tokens=positive("max_num_batched_tokens") or 8192,
-        attention_backend=None if backend is None else _backend(backend),
+        attention_backend=None if backend is None else parse_attention_backend(backend),
         mamba_cache_mode=_choice(
             "mamba_cache_mode", options.get("mamba_cache_mode", "none"), MAMBA_CACHE_MODES
         ),

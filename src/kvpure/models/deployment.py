@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from pyrsistent import PMap
+
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_optional_int
 from kvpure.runtime_types import typed_init
@@ -36,9 +38,12 @@ class AttentionBackend(Enum):
     FLASH_ATTN = "FLASH_ATTN"
     FLASHINFER = "FLASHINFER"
     TRITON_ATTN = "TRITON_ATTN"
+    ROCM_ATTN = "ROCM_ATTN"
     FLASHMLA = "FLASHMLA"
     TRITON_MLA = "TRITON_MLA"
     CUTLASS_MLA = "CUTLASS_MLA"
+    FLASH_ATTN_MLA = "FLASH_ATTN_MLA"
+    FLASHINFER_MLA = "FLASHINFER_MLA"
 
     @property
     def is_mla(self) -> bool:
@@ -62,19 +67,37 @@ class AttentionBackend(Enum):
             AttentionBackend.FLASH_ATTN: 16,
             AttentionBackend.FLASHINFER: 16,
             AttentionBackend.TRITON_ATTN: 16,
+            AttentionBackend.ROCM_ATTN: 16,
             AttentionBackend.FLASHMLA: 64,
             AttentionBackend.TRITON_MLA: 1,
             AttentionBackend.CUTLASS_MLA: 128,
+            AttentionBackend.FLASH_ATTN_MLA: 16,
+            AttentionBackend.FLASHINFER_MLA: 32,
         }[self]
 
     @property
     def default_block_size(self) -> int:
-        """The block size vLLM picks with this backend when none is given."""
-        return {AttentionBackend.FLASHMLA: 64, AttentionBackend.CUTLASS_MLA: 128}.get(self, 16)
+        """The block size vLLM picks with this backend when none is given.
+
+        vLLM 0.26's ``AttentionBackend.get_preferred_block_size``
+        (vllm/v1/attention/backend.py): 16 when the kernels take it, else the
+        smallest kernel size (FlashMLA 64, CUTLASS MLA 128, FlashInfer MLA 32).
+        """
+        return {
+            AttentionBackend.FLASHMLA: 64,
+            AttentionBackend.CUTLASS_MLA: 128,
+            AttentionBackend.FLASHINFER_MLA: 32,
+        }.get(self, 16)
 
 
 _MLA_BACKENDS: Final = frozenset(
-    {AttentionBackend.FLASHMLA, AttentionBackend.TRITON_MLA, AttentionBackend.CUTLASS_MLA}
+    {
+        AttentionBackend.FLASHMLA,
+        AttentionBackend.TRITON_MLA,
+        AttentionBackend.CUTLASS_MLA,
+        AttentionBackend.FLASH_ATTN_MLA,
+        AttentionBackend.FLASHINFER_MLA,
+    }
 )
 
 
@@ -111,6 +134,13 @@ class Deployment:
       ``enable_hybrid_kv_cache_manager``, ``attention_backend`` (None =
       FlashAttention, or FlashMLA for MLA models), ``max_num_batched_tokens``,
       ``mamba_cache_mode``.
+    - ``kv_cache_memory_per_gpu``: one figure per worker in rank order (vLLM's
+      "Available KV cache memory" lines); empty = ``kv_cache_memory_bytes`` on
+      every worker.
+    - ``async_scheduling`` (doubles ``max_in_flight_tokens`` without pipeline
+      parallelism), ``kv_connector_extra_config`` (None = no KV connector),
+      ``speculative_method`` and ``num_speculative_tokens``: passed to the
+      planner's settings as vLLM's config holds them.
     """
 
     kv_cache_memory_bytes: int
@@ -128,6 +158,11 @@ class Deployment:
     attention_backend: AttentionBackend | None = None
     max_num_batched_tokens: int = 8192
     mamba_cache_mode: str = "none"
+    kv_cache_memory_per_gpu: tuple[int, ...] = ()
+    async_scheduling: bool = False
+    kv_connector_extra_config: PMap[str, object] | None = None
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _check("kv_cache_memory_bytes", self.kv_cache_memory_bytes, 0)
@@ -141,3 +176,20 @@ class Deployment:
         _check_choice("dtype", self.dtype, MODEL_DTYPES)
         _check_choice("mamba_ssm_cache_dtype", self.mamba_ssm_cache_dtype, MODEL_DTYPES)
         _check_choice("mamba_cache_mode", self.mamba_cache_mode, MAMBA_CACHE_MODES)
+        for memory in self.kv_cache_memory_per_gpu:
+            _check("kv_cache_memory_per_gpu", memory, 0)
+        _check("num_speculative_tokens", self.num_speculative_tokens, 1)
+
+    def worker_memory(self, num_workers: int) -> tuple[int, ...]:
+        """The KV cache memory of each of ``num_workers`` workers (rank order)."""
+        per_gpu = self.kv_cache_memory_per_gpu
+        if not per_gpu:
+            return (self.kv_cache_memory_bytes,) * num_workers
+        if len(per_gpu) != num_workers:
+            raise InvalidFieldError(
+                field="--kv-cache-memory",
+                value=len(per_gpu),
+                reason=f"lists one figure per GPU: give {num_workers} (tensor x pipeline "
+                "parallel size) or one for all",
+            )
+        return per_gpu

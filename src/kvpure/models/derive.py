@@ -364,6 +364,10 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
         disable_hybrid_kv_cache_manager=not deployment.enable_hybrid_kv_cache_manager,
         max_num_batched_tokens=deployment.max_num_batched_tokens,
         max_num_encoder_input_tokens=deployment.max_num_batched_tokens,
+        async_scheduling=deployment.async_scheduling,
+        kv_connector_extra_config=deployment.kv_connector_extra_config,
+        speculative_method=deployment.speculative_method,
+        num_speculative_tokens=deployment.num_speculative_tokens,
         max_model_len=max_model_len,
         original_max_model_len=AUTO_FIT_MAX_MODEL_LEN
         if deployment.auto_fit_max_model_len
@@ -374,7 +378,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
         deployment=deployment,
         settings=settings,
         kv_cache_specs=workers,
-        available_memory=(deployment.kv_cache_memory_bytes,) * len(workers),
+        available_memory=deployment.worker_memory(len(workers)),
         pp_layer_ranges=ranges,
         attention_backend=backend,
         model_dtype=model_dtype,

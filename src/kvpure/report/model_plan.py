@@ -88,7 +88,12 @@ def suggest(layout: ModelLayout, deployment: Deployment, report: CapacityReport)
                 f"{report.kv_cache_capacity_tokens:,}"
             )
     more = _tokens(
-        layout, replace(deployment, kv_cache_memory_bytes=deployment.kv_cache_memory_bytes + _GIB)
+        layout,
+        replace(
+            deployment,
+            kv_cache_memory_bytes=deployment.kv_cache_memory_bytes + _GIB,
+            kv_cache_memory_per_gpu=tuple(m + _GIB for m in deployment.kv_cache_memory_per_gpu),
+        ),
     )
     if more is not None:
         return (
