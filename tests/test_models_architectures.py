@@ -24,6 +24,7 @@ from kvpure.models.deployment import Deployment
 from kvpure.models.derive import DerivedSpecs, derive_kv_cache_specs
 from kvpure.planning.planner import get_kv_cache_configs
 from kvpure.specs import (
+    CrossAttentionSpec,
     FullAttentionSpec,
     KVDtype,
     MambaSpec,
@@ -469,7 +470,8 @@ def _every_config() -> list[str]:
 
 @pytest.mark.parametrize("file", _every_config())
 def test_every_bundled_config_plans(file: str) -> None:
-    derived = derive(file, max_model_len=2048)
+    limit = model_layout(parse_model_config(load(file))).derived_max_model_len
+    derived = derive(file, max_model_len=min(2048, limit))
     plan = get_kv_cache_configs(derived.settings, derived.kv_cache_specs, derived.available_memory)
     assert plan.num_blocks > 0
 
@@ -499,3 +501,48 @@ def test_every_supported_architecture_is_checked_on_a_bundled_config() -> None:
             continue
         assert arch in found, arch
     assert len(SUPPORTED_ARCHITECTURES) >= 40
+
+
+def test_whisper_caches_decoder_self_and_cross_attention() -> None:
+    # whisper.py: WhisperDecoderLayer.self_attn (Attention, DECODER) and
+    # .encoder_attn (CrossAttention -> CrossAttentionSpec); heads 20 of 1280 / 20 = 64;
+    # the encoder (WhisperEncoderAttention) keeps no cache. Names: the model is
+    # built with prefix "", WhisperModel adds ".decoder", make_layers ".layers.{i}"
+    # and WhisperDecoder's lambda ".layers".
+    derived = derive("whisper_large_v3.json")
+    specs = derived.kv_cache_specs[0]
+    names = list(specs.keys())
+    assert len(names) == 64
+    assert names[:2] == [
+        ".decoder.layers.0.layers.self_attn.attn",
+        ".decoder.layers.0.layers.encoder_attn.attn",
+    ]
+    self_attn, cross = specs[names[0]], specs[names[1]]
+    assert type(self_attn) is FullAttentionSpec
+    assert isinstance(cross, CrossAttentionSpec)
+    assert (self_attn.num_kv_heads, self_attn.head_size, self_attn.dtype) == (
+        20,
+        64,
+        KVDtype.FLOAT16,
+    )
+    assert (cross.num_kv_heads, cross.head_size) == (20, 64)
+    # ModelArchConfigConvertor.derive_max_model_len_and_key reads max_target_positions.
+    assert derived.settings.max_model_len == 448
+    # ModelConfig.is_prefix_caching_supported: encoder-decoder models do not.
+    assert derived.settings.enable_prefix_caching is False
+    # SchedulerConfig.__post_init__: max_num_encoder_input_tokens = max_num_batched_tokens.
+    assert derived.settings.max_num_encoder_input_tokens == derived.settings.max_num_batched_tokens
+    tp4 = derive("whisper_large_v3.json", tensor_parallel_size=4)
+    tp4_cross = tp4.kv_cache_specs[0][names[1]]
+    assert isinstance(tp4_cross, CrossAttentionSpec)
+    assert tp4_cross.num_kv_heads == 5
+
+
+def test_model_max_length_wins_over_the_other_length_keys() -> None:
+    # derive_max_model_len_and_key: the smallest key, except that a set
+    # model_max_length (Command-R) replaces it.
+    config = {**load("aya_23_8b.json"), "model_max_length": 131072}
+    layout = model_layout(parse_model_config(config))
+    assert layout.derived_max_model_len == 131072
+    config = {**load("aya_23_8b.json"), "max_target_positions": 1024}
+    assert model_layout(parse_model_config(config)).derived_max_model_len == 1024

@@ -950,6 +950,7 @@ TRANSCRIBED: dict[str, dict[str, Any]] = {
         "torch_dtype": "bfloat16",
         "vocab_size": 130049,
     },
+    "whisper_large_v3": {"_name_or_path": "openai/whisper-large-v3", "activation_dropout": 0.0, "activation_function": "gelu", "apply_spec_augment": False, "architectures": ["WhisperForConditionalGeneration"], "attention_dropout": 0.0, "begin_suppress_tokens": [220, 50257], "bos_token_id": 50257, "classifier_proj_size": 256, "d_model": 1280, "decoder_attention_heads": 20, "decoder_ffn_dim": 5120, "decoder_layerdrop": 0.0, "decoder_layers": 32, "decoder_start_token_id": 50258, "dropout": 0.0, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120, "encoder_layerdrop": 0.0, "encoder_layers": 32, "eos_token_id": 50257, "init_std": 0.02, "is_encoder_decoder": True, "mask_feature_length": 10, "mask_feature_min_masks": 0, "mask_feature_prob": 0.0, "mask_time_length": 10, "mask_time_min_masks": 2, "mask_time_prob": 0.05, "max_length": 448, "max_source_positions": 1500, "max_target_positions": 448, "median_filter_width": 7, "model_type": "whisper", "num_hidden_layers": 32, "num_mel_bins": 128, "pad_token_id": 50256, "scale_embedding": False, "torch_dtype": "float16", "transformers_version": "4.36.0.dev0", "use_cache": True, "use_weighted_layer_sum": False, "vocab_size": 51866},
     "jamba_v0_1": {
         "architectures": ["JambaForCausalLM"],
         "attention_dropout": 0.0,

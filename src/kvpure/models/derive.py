@@ -29,7 +29,13 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.models.deployment import AttentionBackend, Deployment
-from kvpure.models.derive_states import indexer_spec, state_backend, state_dtypes, state_shapes
+from kvpure.models.derive_states import (
+    cross_attention_spec,
+    indexer_spec,
+    state_backend,
+    state_dtypes,
+    state_shapes,
+)
 from kvpure.models.layout import (
     STATE_LAYER_TYPES,
     AttentionKind,
@@ -312,6 +318,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     prefix_caching = deployment.enable_prefix_caching
     if prefix_caching is None:
         prefix_caching = not (mamba_layers and deployment.mamba_cache_mode == "none")
+        prefix_caching = prefix_caching and not layout.is_encoder_decoder
 
     def spec_of(layer: AttentionLayer | StateLayer) -> KVCacheSpec:
         if isinstance(layer, STATE_LAYER_TYPES):
@@ -325,6 +332,15 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
             )
         if layer.kind is AttentionKind.MLA_INDEXER:
             return indexer_spec(layer, block_size)
+        if layer.kind is AttentionKind.CROSS:
+            return cross_attention_spec(
+                layer,
+                block_size=block_size,
+                num_kv_heads=_tp_kv_heads(layout, layer, tp),
+                dtype=kv_dtype,
+                cache_dtype=cache_dtype,
+                indexes_kv_by_block_stride=backend.indexes_kv_by_block_stride,
+            )
         return _attention_spec(
             layer,
             block_size=block_size,

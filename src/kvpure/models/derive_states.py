@@ -39,11 +39,12 @@ from kvpure.models.layout import (
     Mamba2Layer,
     StateLayer,
 )
-from kvpure.specs import KVDtype, MLAAttentionSpec
+from kvpure.specs import CrossAttentionSpec, KVDtype, MLAAttentionSpec, get_kv_quant_mode
 from kvpure.specs.mamba import MambaAttentionBackendEnum
 
 __all__ = [
     "INDEXER_QUANT_BLOCK",
+    "cross_attention_spec",
     "indexer_spec",
     "state_backend",
     "state_dtypes",
@@ -137,4 +138,24 @@ def indexer_spec(layer: AttentionLayer, block_size: int) -> MLAAttentionSpec:
         num_kv_heads=1,
         head_size=layer.head_size,
         dtype=KVDtype.UINT8,
+    )
+
+
+def cross_attention_spec(
+    layer: AttentionLayer,
+    *,
+    block_size: int,
+    num_kv_heads: int,
+    dtype: KVDtype,
+    cache_dtype: str,
+    indexes_kv_by_block_stride: bool,
+) -> CrossAttentionSpec:
+    """An encoder-decoder cross-attention layer (vLLM's ``CrossAttention.get_kv_cache_spec``)."""
+    return CrossAttentionSpec(
+        block_size=block_size,
+        num_kv_heads=num_kv_heads,
+        head_size=layer.head_size,
+        dtype=dtype,
+        kv_quant_mode=get_kv_quant_mode(cache_dtype),
+        indexes_kv_by_block_stride=indexes_kv_by_block_stride,
     )

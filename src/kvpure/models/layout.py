@@ -39,6 +39,8 @@ class AttentionKind(Enum):
     MLA = "mla_attention"
     MLA_INDEXER = "mla_indexer"
     """DeepSeek-V3.2's sparse-attention indexer key cache (an MLA spec of uint8 bytes)."""
+    CROSS = "cross_attention"
+    """An encoder-decoder model's cross attention: it caches the encoder's tokens."""
 
 
 def _positive(field: str, value: int) -> None:
@@ -191,6 +193,7 @@ class ModelLayout:
     mamba_chunk_size: int | None = None
     ssm_cache_dtype: str | None = None
     planned_as: str | None = None
+    is_encoder_decoder: bool = False
 
     def __post_init__(self) -> None:
         _positive("num_hidden_layers", self.num_hidden_layers)

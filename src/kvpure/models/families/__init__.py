@@ -3,7 +3,8 @@
 Each rule reads the config.json fields that family's vLLM 0.26 model code
 reads and decides each layer's kind (full, sliding-window, chunked-local or
 latent attention, or a recurrent state) the way that code does; the rules
-live in ``dense``, ``gemma``, ``llama4``, ``mla``, ``hybrid`` and ``linear``.
+live in ``dense``, ``gemma``, ``llama4``, ``mla``, ``hybrid``, ``linear`` and
+``encoder_decoder``.
 :data:`FAMILY_RULES` names the rule each architecture uses, so relatives
 that share vLLM's model class share kvpure's rule, and
 ``model_layout(config, architecture_as=...)`` plans an architecture kvpure
@@ -18,7 +19,7 @@ from typing import Final
 
 from kvpure.models.config import HFConfig
 from kvpure.models.errors import UnknownArchitectureError
-from kvpure.models.families import dense, gemma, hybrid, linear, llama4, mla
+from kvpure.models.families import dense, encoder_decoder, gemma, hybrid, linear, llama4, mla
 from kvpure.models.layout import ModelLayout
 
 __all__ = ["FAMILY_RULES", "SUPPORTED_ARCHITECTURES", "model_layout"]
@@ -78,6 +79,7 @@ _RULES: Final[dict[str, tuple[Rule, tuple[str, ...]]]] = {
     "falcon-h1": (hybrid.falcon_h1, ("FalconH1ForCausalLM",)),
     "jamba": (hybrid.jamba, ("JambaForCausalLM",)),
     "qwen3-next": (linear.qwen3_next, ("Qwen3NextForCausalLM",)),
+    "whisper": (encoder_decoder.whisper, ("WhisperForConditionalGeneration",)),
     "qwen3.5": (
         linear.qwen3_5,
         ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
