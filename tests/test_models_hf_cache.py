@@ -241,3 +241,19 @@ def test_architecture_as_does_not_apply_to_planning_cases(
     case = ROOT / "tests" / "data" / "vllm-0.26.0" / "llama3_8b.json"
     assert main(["plan", str(case), "--architecture-as", "LlamaForCausalLM"]) == 2
     assert "--architecture-as" in capsys.readouterr().err
+
+
+def test_a_cached_repository_folder_is_read_at_refs_main(
+    hub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = cache_model(hub, "Qwen/Qwen3-30B-A3B", config("qwen3_30b_a3b.json"))
+    folder = hub / "models--Qwen--Qwen3-30B-A3B"
+    assert config_argument(str(folder)) == str(path)
+    assert main(["plan", str(folder), "--kv-cache-memory", "24GiB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["architecture"] == "Qwen3MoeForCausalLM"
+    # A snapshot folder is a plain model folder (its own config.json).
+    assert config_argument(str(path.parent)) == str(path.parent)
+    (folder / "refs" / "main").unlink()
+    (folder / "snapshots" / REV / "config.json").unlink()
+    with pytest.raises(ModelNotCachedError):
+        config_argument(str(folder))

@@ -8,7 +8,8 @@ with ``local_files_only``: the cache folder is ``$HF_HUB_CACHE``, else
 (``snapshots/<revision>/config.json``). ``org/name@REV`` reads the snapshot
 ``REV`` (a revision folder or a ref under ``refs/``). A model that is not
 there raises :class:`~kvpure.models.errors.ModelNotCachedError`, one line
-naming every path looked at.
+naming every path looked at. A cached repository folder given as a path
+(``.../hub/models--org--name``) is read the same way.
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def resolve_model_config(model: str, env: Mapping[str, str] | None = None) -> Pa
     """The cached config.json of hub id ``model`` (``org/name`` or ``org/name@REV``)."""
     repo, _, revision = model.partition("@")
     org, name = repo.split("/", 1)
-    folder = hub_cache_dir(env) / f"models--{org}--{name}"
+    return _snapshot_config(hub_cache_dir(env) / f"models--{org}--{name}", revision, model)
+
+
+def _snapshot_config(folder: Path, revision: str, model: str) -> Path:
+    """The config.json of a cached repository folder (``models--org--name``)."""
     looked: list[Path] = []
     ref = folder / "refs" / (revision or "main")
     commit = _read_ref(ref)
@@ -87,6 +92,7 @@ def resolve_model_config(model: str, env: Mapping[str, str] | None = None) -> Pa
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
+            repo = model.split("@", 1)[0]
             raise ModelNotCachedError(
                 model=model,
                 looked=tuple(str(p) for p in looked),
@@ -100,9 +106,14 @@ def config_argument(argument: str, env: Mapping[str, str] | None = None) -> str:
     """The file to read for a command-line model argument.
 
     ``-``, an existing file or folder: itself (a folder is read as its
-    config.json); a hub id that is no local path: its cached config.json;
-    anything else: itself (reading it then fails naming it).
+    config.json), except a cached repository folder (``models--org--name``,
+    with ``snapshots/`` and no config.json of its own), read at ``refs/main``;
+    a hub id that is no local path: its cached config.json; anything else:
+    itself (reading it then fails naming it).
     """
-    if argument == "-" or Path(argument).exists() or not is_model_id(argument):
+    path = Path(argument)
+    if path.is_dir() and not (path / "config.json").exists() and (path / "snapshots").is_dir():
+        return str(_snapshot_config(path, "", argument))
+    if argument == "-" or path.exists() or not is_model_id(argument):
         return argument
     return str(resolve_model_config(argument, env))
