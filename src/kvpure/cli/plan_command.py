@@ -34,6 +34,7 @@ from kvpure.interop.planning import (
     render_plan,
 )
 from kvpure.models.hf_cache import config_argument
+from kvpure.models.planned_as import planned_as_note
 from kvpure.planning.planner import KVCachePlan
 from kvpure.report.capacity import build_capacity_report
 from kvpure.report.model_plan import looks_like_model_config
@@ -158,7 +159,7 @@ def _run_config(args: argparse.Namespace, config: object) -> int:
         as_json=args.json,
         architecture_as=args.architecture_as,
     )
-    print(text)
+    print(planned_as_note(config, args.architecture_as, text, as_json=args.json))
     return code
 
 

@@ -16,8 +16,6 @@ from kvpure.interop.planning import render_error
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.errors import ModelConfigError
-from kvpure.models.layout import ModelLayout
-from kvpure.models.planned_as import planned_as_note
 from kvpure.report.model_plan import capacity_report, sweep
 from kvpure.report.text import render_report, render_sweep, report_to_json
 
@@ -40,13 +38,6 @@ def config_report_output(
     as for planning cases.
     """
     layout = model_layout(parse_model_config(config), architecture_as=architecture_as)
-    text, code = _config_report_output(layout, options, sweep_text=sweep_text, as_json=as_json)
-    return planned_as_note(layout, text, as_json=as_json), code
-
-
-def _config_report_output(
-    layout: ModelLayout, options: Mapping[str, str], *, sweep_text: str | None, as_json: bool
-) -> tuple[str, int]:
     if sweep_text is not None:
         name, values = parse_sweep(sweep_text)
         deployments = [
