@@ -8,8 +8,8 @@ config.json and calling ``get_kv_cache_configs``:
   scales, ``fp8_e5m2`` -> float8_e5m2);
 - divides KV heads by the tensor-parallel size (at least one head:
   replicated when TP exceeds the heads; MLA keeps its single latent head)
-  and shards Mamba2 state (conv channels and heads over TP, groups replicated
-  up to TP when they do not divide);
+  and sizes recurrent states per worker (Mamba1/2, gated delta nets, Kimi
+  delta attention: ``kvpure.models.derive_states``);
 - for attention + Mamba hybrids, raises the attention block size until one
   attention page holds a Mamba state, pads the Mamba page to match, and gives
   Mamba layers ``block_size = max_model_len`` in cache mode ``none``
