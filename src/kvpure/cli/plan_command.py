@@ -34,6 +34,8 @@ from kvpure.interop.planning import (
     render_error,
     render_plan,
 )
+from kvpure.models.hf_cache import config_argument
+from kvpure.models.planned_as import planned_as_note
 from kvpure.planning.planner import KVCachePlan
 from kvpure.report.capacity import build_capacity_report
 from kvpure.report.model_plan import looks_like_model_config
@@ -52,6 +54,8 @@ examples:
   kvpure plan examples/llama3_8b.json --kv-cache-memory 8GiB --max-model-len auto
   kvpure plan examples/gpt_oss_20b.json --kv-cache-memory 24GiB \\
       --sweep max_model_len=4096,32768,131072
+  kvpure plan Qwen/Qwen3-8B --kv-cache-memory 24GiB   (from the local Hugging Face cache)
+  kvpure plan my_llama_relative.json --architecture-as LlamaForCausalLM --kv-cache-memory 8GiB
   kvpure plan tests/data/vllm-0.26.0/gemma3_12b.json --json   (a vLLM planning case)
 """
 
@@ -72,13 +76,20 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "case",
         metavar="FILE",
-        help="a model's config.json (or its model folder), or a vLLM planning case (CASE.json) "
-        "or its input object",
+        help="a model's config.json, its model folder or its Hugging Face id (org/name, read "
+        "from the local cache, never downloaded), or a vLLM planning case (CASE.json) or its "
+        "input object",
     )
     parser.add_argument(
         "--json",
         action="store_true",
         help="print the facts as JSON (for a planning case: the goldens' JSON shape)",
+    )
+    parser.add_argument(
+        "--architecture-as",
+        metavar="ARCH",
+        help="plan a model whose architecture kvpure does not list by a listed one's rule "
+        "(e.g. LlamaForCausalLM); the report says so",
     )
     add_deployment_options(parser)
     add_serve_options(parser)
@@ -150,9 +161,13 @@ def _given(args: argparse.Namespace) -> dict[str, str]:
 
 def _run_config(args: argparse.Namespace, config: object) -> int:
     text, code, failure = config_report(
-        config, _given(args), sweep_text=args.sweep, as_json=args.json
+        config,
+        _given(args),
+        sweep_text=args.sweep,
+        as_json=args.json,
+        architecture_as=args.architecture_as,
     )
-    print(text, flush=True)
+    print(planned_as_note(config, args.architecture_as, text, as_json=args.json), flush=True)
     if failure is not None:
         raise failure
     return code
@@ -171,6 +186,8 @@ def _check_is_case(args: argparse.Namespace, data: object) -> object:
     given = [f"--{name.replace('_', '-')}" for name in _given(args)]
     if args.sweep is not None:
         given.append("--sweep")
+    if args.architecture_as is not None:
+        given.append("--architecture-as")
     if given:
         raise InvalidFieldError(
             field=given[0],
@@ -181,7 +198,7 @@ def _check_is_case(args: argparse.Namespace, data: object) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = _read_json(args.case)
+    data = _read_json(config_argument(args.case))
     if looks_like_model_config(data):
         return _run_config(args, data)
     parsed = parse_planning_input(_check_is_case(args, data))

@@ -56,7 +56,12 @@ def _sweep(layout: ModelLayout, options: Mapping[str, str], sweep_text: str, as_
 
 
 def config_report(
-    config: object, options: Mapping[str, str], *, sweep_text: str | None, as_json: bool
+    config: object,
+    options: Mapping[str, str],
+    *,
+    sweep_text: str | None,
+    as_json: bool,
+    architecture_as: str | None = None,
 ) -> tuple[str, int, KVPureError | None]:
     """What ``kvpure plan CONFIG.json [options]`` prints, its exit code, and the failure.
 
@@ -64,9 +69,10 @@ def config_report(
     text is the verdict with the flags that would make it start, the code
     is 2, and the planner's error (vLLM's message) is returned for the caller
     to print as the one error line; with ``as_json`` the error is inside the
-    JSON (``{"error", "verdict", "settings", ...}``).
+    JSON (``{"error", "verdict", "settings", ...}``). ``architecture_as``
+    plans the model by a listed architecture's rule (``--architecture-as``).
     """
-    layout = model_layout(parse_model_config(config))
+    layout = model_layout(parse_model_config(config), architecture_as=architecture_as)
     if sweep_text is not None:
         return _sweep(layout, options, sweep_text, as_json), 0, None
     serve, verdict, planned = serve_verdict(layout, serve_flags_from_options(options))
@@ -88,10 +94,17 @@ def config_report(
 
 
 def config_report_output(
-    config: object, options: Mapping[str, str], *, sweep_text: str | None, as_json: bool
+    config: object,
+    options: Mapping[str, str],
+    *,
+    sweep_text: str | None,
+    as_json: bool,
+    architecture_as: str | None = None,
 ) -> tuple[str, int]:
     """:func:`config_report` for callers that want the failure raised."""
-    text, code, failure = config_report(config, options, sweep_text=sweep_text, as_json=as_json)
+    text, code, failure = config_report(
+        config, options, sweep_text=sweep_text, as_json=as_json, architecture_as=architecture_as
+    )
     if failure is not None:
         raise failure
     return text, code

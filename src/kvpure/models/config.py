@@ -28,13 +28,15 @@ __all__ = ["HFConfig", "default_max_model_len", "parse_model_config"]
 _MISSING: Final = object()
 
 # The keys vLLM reads, in this order, to find a model's maximum length; the
-# smallest value present wins (vLLM's ``_get_and_verify_max_len``).
+# smallest value present wins, except that ``model_max_length`` (Command-R)
+# wins whenever it is set (vLLM's ``derive_max_model_len_and_key``).
 MAX_LEN_KEYS: Final = (
     "max_position_embeddings",
     "n_positions",
     "max_seq_len",
     "seq_length",
     "model_max_length",
+    "max_target_positions",
     "max_sequence_length",
     "max_seq_length",
     "seq_len",
@@ -225,6 +227,8 @@ class HFConfig:
         """
         lengths = [self.float_(key) for key in MAX_LEN_KEYS if self.has(key)]
         derived = min(lengths) if lengths else 2048.0
+        if self.has("model_max_length") and self.float_("model_max_length"):
+            derived = self.float_("model_max_length")
         scaling_field = "rope_scaling" if self.has("rope_scaling") else "rope_parameters"
         model_type = self.str_("model_type", "")
         if self.has(scaling_field) and "gemma3" not in model_type:

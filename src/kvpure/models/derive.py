@@ -8,8 +8,8 @@ config.json and calling ``get_kv_cache_configs``:
   scales, ``fp8_e5m2`` -> float8_e5m2);
 - divides KV heads by the tensor-parallel size (at least one head:
   replicated when TP exceeds the heads; MLA keeps its single latent head)
-  and shards Mamba2 state (conv channels and heads over TP, groups replicated
-  up to TP when they do not divide);
+  and sizes recurrent states per worker (Mamba1/2, gated delta nets, Kimi
+  delta attention: ``kvpure.models.derive_states``);
 - for attention + Mamba hybrids, raises the attention block size until one
   attention page holds a Mamba state, pads the Mamba page to match, and gives
   Mamba layers ``block_size = max_model_len`` in cache mode ``none``
@@ -29,7 +29,20 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.models.deployment import AttentionBackend, Deployment
-from kvpure.models.layout import AttentionKind, AttentionLayer, Mamba2Layer, ModelLayout
+from kvpure.models.derive_states import (
+    cross_attention_spec,
+    indexer_spec,
+    state_backend,
+    state_dtypes,
+    state_shapes,
+)
+from kvpure.models.layout import (
+    STATE_LAYER_TYPES,
+    AttentionKind,
+    AttentionLayer,
+    ModelLayout,
+    StateLayer,
+)
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -144,7 +157,7 @@ def _backend(layout: ModelLayout, deployment: Deployment) -> AttentionBackend:
 
 
 def _tp_kv_heads(layout: ModelLayout, layer: AttentionLayer, tp: int) -> int:
-    if layer.kind is AttentionKind.MLA:
+    if layer.kind in (AttentionKind.MLA, AttentionKind.MLA_INDEXER):
         return 1
     heads = layer.num_kv_heads
     if (heads >= tp and heads % tp) or (heads < tp and tp % heads):
@@ -155,28 +168,6 @@ def _tp_kv_heads(layout: ModelLayout, layer: AttentionLayer, tp: int) -> int:
             "or be a multiple of them",
         )
     return max(1, heads // tp)
-
-
-def _mamba_shapes(layer: Mamba2Layer, tp: int) -> tuple[tuple[int, ...], ...]:
-    if layer.num_heads % tp or layer.intermediate_size % tp:
-        raise InvalidFieldError(
-            field="tensor_parallel_size",
-            value=tp,
-            reason=f"must divide the Mamba2 heads ({layer.num_heads}) of {layer.name}",
-        )
-    # Groups that do not divide over TP are replicated up to TP.
-    groups = layer.n_groups if layer.n_groups % tp == 0 else tp
-    conv_dim = layer.intermediate_size + 2 * groups * layer.state_size
-    if conv_dim % tp:
-        raise InvalidFieldError(
-            field="tensor_parallel_size",
-            value=tp,
-            reason=f"must divide the Mamba2 conv channels ({conv_dim}) of {layer.name}",
-        )
-    return (
-        (conv_dim // tp, layer.conv_kernel - 1),
-        (layer.num_heads // tp, layer.head_dim, layer.state_size),
-    )
 
 
 def _state_bytes(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[KVDtype, ...]) -> int:
@@ -271,11 +262,10 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     model_dtype = _model_dtype(layout, deployment)
     cache_dtype = deployment.kv_cache_dtype
     kv_dtype = model_dtype if cache_dtype == "auto" else _KV_CACHE_DTYPES[cache_dtype]
-    ssm_dtype = (
-        model_dtype
-        if deployment.mamba_ssm_cache_dtype == "auto"
-        else _MODEL_DTYPES[deployment.mamba_ssm_cache_dtype]
-    )
+    ssm_name = deployment.mamba_ssm_cache_dtype
+    if ssm_name == "auto":
+        ssm_name = layout.ssm_cache_dtype or "auto"
+    ssm_dtype = model_dtype if ssm_name == "auto" else _MODEL_DTYPES[ssm_name]
     max_model_len = _max_model_len(layout, deployment)
     requested_block_size = deployment.block_size or backend.default_block_size
     block_size = requested_block_size
@@ -293,8 +283,10 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     mamba_state = 0
     mamba_padded: int | None = None
     if mamba_layers:
-        shapes = _mamba_shapes(mamba_layers[0], tp)
-        mamba_state = _state_bytes(shapes, (model_dtype, ssm_dtype))
+        first_state = mamba_layers[0]
+        mamba_state = _state_bytes(
+            state_shapes(first_state, tp), state_dtypes(first_state, model_dtype, ssm_dtype)
+        )
     if mamba_layers and attention_layers:
         # The page of one token of the first attention layer, as vLLM sizes it.
         first = attention_layers[0]
@@ -326,15 +318,28 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     prefix_caching = deployment.enable_prefix_caching
     if prefix_caching is None:
         prefix_caching = not (mamba_layers and deployment.mamba_cache_mode == "none")
+        prefix_caching = prefix_caching and not layout.is_encoder_decoder
 
-    def spec_of(layer: AttentionLayer | Mamba2Layer) -> KVCacheSpec:
-        if isinstance(layer, Mamba2Layer):
+    def spec_of(layer: AttentionLayer | StateLayer) -> KVCacheSpec:
+        if isinstance(layer, STATE_LAYER_TYPES):
             return MambaSpec(
                 block_size=mamba_block_size,
-                shapes=_mamba_shapes(layer, tp),
-                dtypes=(model_dtype, ssm_dtype),
+                shapes=state_shapes(layer, tp),
+                dtypes=state_dtypes(layer, model_dtype, ssm_dtype),
                 page_size_padded=mamba_padded,
+                mamba_type=state_backend(layer),
                 mamba_cache_mode=deployment.mamba_cache_mode,
+            )
+        if layer.kind is AttentionKind.MLA_INDEXER:
+            return indexer_spec(layer, block_size)
+        if layer.kind is AttentionKind.CROSS:
+            return cross_attention_spec(
+                layer,
+                block_size=block_size,
+                num_kv_heads=_tp_kv_heads(layout, layer, tp),
+                dtype=kv_dtype,
+                cache_dtype=cache_dtype,
+                indexes_kv_by_block_stride=backend.indexes_kv_by_block_stride,
             )
         return _attention_spec(
             layer,

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from kvpure.errors import KVPureValueError
 
-__all__ = ["MissingConfigFieldError", "ModelConfigError", "UnknownArchitectureError"]
+__all__ = [
+    "MissingConfigFieldError",
+    "ModelConfigError",
+    "ModelNotCachedError",
+    "UnknownArchitectureError",
+]
 
 
 class ModelConfigError(KVPureValueError):
@@ -15,16 +20,27 @@ class UnknownArchitectureError(ModelConfigError):
     """config.json names an architecture kvpure has no layer rules for.
 
     ``architecture`` is what config.json gave (its ``architectures`` list,
-    joined) and ``supported`` lists every architecture kvpure knows.
+    joined) or what ``--architecture-as`` named (``field``), and ``supported``
+    lists every architecture kvpure knows.
     """
 
-    def __init__(self, *, architecture: str, supported: tuple[str, ...]) -> None:
+    def __init__(
+        self, *, architecture: str, supported: tuple[str, ...], field: str = "config.json"
+    ) -> None:
+        hint = (
+            "; name one of these"
+            if field != "config.json"
+            else "; to plan a close relative by a known architecture's rule, pass "
+            "--architecture-as ARCH (e.g. --architecture-as LlamaForCausalLM)"
+        )
         super().__init__(
-            f"config.json: unknown architecture {architecture!r}; supported: "
+            f"{field}: unknown architecture {architecture!r}; supported: "
             + ", ".join(supported)
+            + hint
         )
         self.architecture = architecture
         self.supported = supported
+        self.field = field
 
 
 class MissingConfigFieldError(ModelConfigError):
@@ -41,3 +57,24 @@ class MissingConfigFieldError(ModelConfigError):
         )
         self.field = field
         self.architecture = architecture
+
+
+class ModelNotCachedError(ModelConfigError):
+    """A model named by its hub id is not in the local Hugging Face cache.
+
+    kvpure never downloads: ``looked`` lists every path it tried, and the
+    message says how to get the model there (or to pass its config.json).
+    """
+
+    def __init__(self, *, model: str, looked: tuple[str, ...], hint: str = "") -> None:
+        advice = hint or (
+            "download it first (huggingface-cli download "
+            f"{model.split('@', 1)[0]} config.json) or pass its config.json"
+        )
+        super().__init__(
+            f"{model}: not in the local Hugging Face cache (looked at "
+            + ", ".join(looked)
+            + f"); {advice}; kvpure never downloads"
+        )
+        self.model = model
+        self.looked = looked

@@ -1,8 +1,9 @@
 """What a model's layers hold in the KV cache, before any deployment choice.
 
 An architecture function (``kvpure.models.architectures``) reads a config.json
-into a :class:`ModelLayout`: one :class:`AttentionLayer` or
-:class:`Mamba2Layer` per layer that keeps state, named as vLLM names it,
+into a :class:`ModelLayout`: one :class:`AttentionLayer` or state layer
+(:class:`Mamba2Layer`, :class:`Mamba1Layer`, :class:`GatedDeltaNetLayer`,
+:class:`KDALayer`) per layer that keeps state, named as vLLM names it,
 with the model's own (un-sharded) head counts and state sizes.
 ``kvpure.models.derive`` then applies a deployment (tensor and pipeline
 parallelism, dtypes, block size, backend) to turn it into vLLM's specs.
@@ -16,7 +17,17 @@ from enum import Enum
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
 
-__all__ = ["AttentionKind", "AttentionLayer", "Mamba2Layer", "ModelLayout"]
+__all__ = [
+    "STATE_LAYER_TYPES",
+    "AttentionKind",
+    "AttentionLayer",
+    "GatedDeltaNetLayer",
+    "KDALayer",
+    "Mamba1Layer",
+    "Mamba2Layer",
+    "ModelLayout",
+    "StateLayer",
+]
 
 
 class AttentionKind(Enum):
@@ -26,6 +37,10 @@ class AttentionKind(Enum):
     SLIDING_WINDOW = "sliding_window"
     CHUNKED_LOCAL = "chunked_local_attention"
     MLA = "mla_attention"
+    MLA_INDEXER = "mla_indexer"
+    """DeepSeek-V3.2's sparse-attention indexer key cache (an MLA spec of uint8 bytes)."""
+    CROSS = "cross_attention"
+    """An encoder-decoder model's cross attention: it caches the encoder's tokens."""
 
 
 def _positive(field: str, value: int) -> None:
@@ -91,6 +106,68 @@ class Mamba2Layer:
             )
 
 
+def _conv_kernel(name: str, value: int) -> None:
+    if value < 2:
+        raise InvalidFieldError(
+            field=f"{name}.conv_kernel", value=value, reason="must be at least 2"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mamba1Layer:
+    """A Mamba (v1) mixer layer: ``intermediate_size`` channels of ``state_size`` states each."""
+
+    index: int
+    name: str
+    intermediate_size: int
+    state_size: int
+    conv_kernel: int
+
+    def __post_init__(self) -> None:
+        for field in ("intermediate_size", "state_size"):
+            _positive(f"{self.name}.{field}", getattr(self, field))
+        _conv_kernel(self.name, self.conv_kernel)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatedDeltaNetLayer:
+    """A gated delta net linear-attention layer (Qwen3-Next, Qwen3.5), model totals."""
+
+    index: int
+    name: str
+    num_k_heads: int
+    num_v_heads: int
+    head_k_dim: int
+    head_v_dim: int
+    conv_kernel: int
+
+    def __post_init__(self) -> None:
+        for field in ("num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim"):
+            _positive(f"{self.name}.{field}", getattr(self, field))
+        _conv_kernel(self.name, self.conv_kernel)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KDALayer:
+    """A Kimi delta attention layer (Kimi-Linear): ``num_heads`` heads of ``head_dim``."""
+
+    index: int
+    name: str
+    num_heads: int
+    head_dim: int
+    conv_kernel: int
+
+    def __post_init__(self) -> None:
+        for field in ("num_heads", "head_dim"):
+            _positive(f"{self.name}.{field}", getattr(self, field))
+        _conv_kernel(self.name, self.conv_kernel)
+
+
+StateLayer = Mamba2Layer | Mamba1Layer | GatedDeltaNetLayer | KDALayer
+"""A layer whose cache is a fixed-size recurrent state (a vLLM ``MambaSpec``)."""
+STATE_LAYER_TYPES = (Mamba2Layer, Mamba1Layer, GatedDeltaNetLayer, KDALayer)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelLayout:
     """A model's stateful layers in order, with the config facts vLLM reads.
@@ -109,11 +186,14 @@ class ModelLayout:
     model_type: str
     num_hidden_layers: int
     num_attention_heads: int
-    layers: tuple[AttentionLayer | Mamba2Layer, ...]
+    layers: tuple[AttentionLayer | StateLayer, ...]
     config_dtype: str
     derived_max_model_len: int
     default_max_model_len: int | None = None
     mamba_chunk_size: int | None = None
+    ssm_cache_dtype: str | None = None
+    planned_as: str | None = None
+    is_encoder_decoder: bool = False
 
     def __post_init__(self) -> None:
         _positive("num_hidden_layers", self.num_hidden_layers)
@@ -139,6 +219,6 @@ class ModelLayout:
         return tuple(layer for layer in self.layers if isinstance(layer, AttentionLayer))
 
     @property
-    def mamba_layers(self) -> tuple[Mamba2Layer, ...]:
-        """The Mamba2 layers, in order."""
-        return tuple(layer for layer in self.layers if isinstance(layer, Mamba2Layer))
+    def mamba_layers(self) -> tuple[StateLayer, ...]:
+        """The state (Mamba-style) layers, in order."""
+        return tuple(layer for layer in self.layers if isinstance(layer, STATE_LAYER_TYPES))

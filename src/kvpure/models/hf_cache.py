@@ -1,0 +1,119 @@
+"""Finding a model's config.json in the local Hugging Face cache, never downloading.
+
+``kvpure plan org/name`` reads the model the way ``huggingface_hub`` does
+with ``local_files_only``: the cache folder is ``$HF_HUB_CACHE``, else
+``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+``~/.cache/huggingface/hub``; the model lives in
+``models--org--name/``, whose ``refs/main`` names the snapshot
+(``snapshots/<revision>/config.json``). ``org/name@REV`` reads the snapshot
+``REV`` (a revision folder or a ref under ``refs/``). A model that is not
+there raises :class:`~kvpure.models.errors.ModelNotCachedError`, one line
+naming every path looked at. A cached repository folder given as a path
+(``.../hub/models--org--name``) is read the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from kvpure.models.errors import ModelNotCachedError
+
+__all__ = ["config_argument", "hub_cache_dir", "is_model_id", "resolve_model_config"]
+
+_ID: Final = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(@[\w.-]{1,96})?$"
+)
+_REF_BYTES: Final = 256
+"""A ref file holds one commit hash; more than this is not a ref."""
+
+
+def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The Hugging Face hub cache folder ``huggingface_hub`` would use."""
+    env = os.environ if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]).expanduser() / "huggingface" / "hub"
+    return Path("~/.cache/huggingface/hub").expanduser()
+
+
+def is_model_id(text: str) -> bool:
+    """Whether ``text`` is shaped like a hub id (``org/name``, optionally ``@REV``)."""
+    return (
+        _ID.match(text) is not None
+        and not text.endswith(".json")
+        and ".." not in text.split("@", 1)[0]
+    )
+
+
+def _read_ref(path: Path) -> str | None:
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(_REF_BYTES + 1)
+    except OSError:
+        return None
+    name = text.decode("ascii", "replace").strip()
+    if len(text) > _REF_BYTES or not re.fullmatch(r"[\w.-]{1,96}", name):
+        return None
+    return name
+
+
+def resolve_model_config(model: str, env: Mapping[str, str] | None = None) -> Path:
+    """The cached config.json of hub id ``model`` (``org/name`` or ``org/name@REV``)."""
+    repo, _, revision = model.partition("@")
+    org, name = repo.split("/", 1)
+    return _snapshot_config(hub_cache_dir(env) / f"models--{org}--{name}", revision, model)
+
+
+def _snapshot_config(folder: Path, revision: str, model: str) -> Path:
+    """The config.json of a cached repository folder (``models--org--name``)."""
+    looked: list[Path] = []
+    ref = folder / "refs" / (revision or "main")
+    commit = _read_ref(ref)
+    looked.append(ref)
+    candidates = [commit] if commit else []
+    if revision:
+        candidates.append(revision)
+    for candidate in candidates:
+        config = folder / "snapshots" / candidate / "config.json"
+        looked.append(config)
+        if config.is_file():
+            return config
+    if not revision and commit is None:
+        snapshots = folder / "snapshots"
+        found = sorted(snapshots.glob("*/config.json")) if snapshots.is_dir() else []
+        looked.append(snapshots / "*" / "config.json")
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            repo = model.split("@", 1)[0]
+            raise ModelNotCachedError(
+                model=model,
+                looked=tuple(str(p) for p in looked),
+                hint="several snapshots and no refs/main; name one as "
+                + " or ".join(f"{repo}@{p.parent.name}" for p in found[:3]),
+            )
+    raise ModelNotCachedError(model=model, looked=tuple(str(p) for p in looked))
+
+
+def config_argument(argument: str, env: Mapping[str, str] | None = None) -> str:
+    """The file to read for a command-line model argument.
+
+    ``-``, an existing file or folder: itself (a folder is read as its
+    config.json), except a cached repository folder (``models--org--name``,
+    with ``snapshots/`` and no config.json of its own), read at ``refs/main``;
+    a hub id that is no local path: its cached config.json; anything else:
+    itself (reading it then fails naming it).
+    """
+    path = Path(argument)
+    if path.is_dir() and not (path / "config.json").exists() and (path / "snapshots").is_dir():
+        return str(_snapshot_config(path, "", argument))
+    if argument == "-" or path.exists() or not is_model_id(argument):
+        return argument
+    return str(resolve_model_config(argument, env))
