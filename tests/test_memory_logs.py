@@ -128,3 +128,23 @@ def test_malformed_records_are_refused_by_name() -> None:
     }
     with pytest.raises(InvalidFieldError, match="split"):
         parse_profile_log("y.json", record)
+
+
+def test_held_out_activation_is_within_its_band() -> None:
+    errors = []
+    for log in HOLDOUT:
+        if log.activation_gib is None:
+            continue
+        got = activation_gib(
+            COEFFICIENTS,
+            log.shape,
+            max_num_batched_tokens=log.max_num_batched_tokens,
+            max_num_seqs=log.max_num_seqs,
+            tp=log.tensor_parallel_size,
+            last_stage=log.pipeline_parallel_size == 1,
+            version=parse_version(log.vllm_version),
+        )
+        errors.append(abs(got - log.activation_gib))
+    assert len(errors) == 13
+    assert round(statistics.median(errors), 2) == 0.02
+    assert round(max(errors), 2) == 0.08 <= COEFFICIENTS.activation_band

@@ -152,6 +152,14 @@ def model_shape(config: HFConfig) -> ModelShape:
     """The config.json sizes the fitted terms read (MoE: the routed experts' size)."""
     cfg = language_config(config)
     inter = cfg.int_("intermediate_size", 0)
+    experts = next(
+        (
+            cfg.int_(k)
+            for k in ("n_routed_experts", "num_local_experts", "num_experts")
+            if cfg.has(k)
+        ),
+        0,
+    )
     if cfg.has("moe_intermediate_size") and not inter:
         inter = cfg.int_("moe_intermediate_size")
     return ModelShape(
@@ -159,6 +167,9 @@ def model_shape(config: HFConfig) -> ModelShape:
         hidden_size=cfg.int_("hidden_size", minimum=1),
         intermediate_size=inter or cfg.int_("hidden_size", minimum=1) * 4,
         num_hidden_layers=cfg.int_("num_hidden_layers", minimum=1),
+        num_experts=experts,
+        num_experts_per_tok=cfg.int_("num_experts_per_tok", 0) if experts else 0,
+        moe_intermediate_size=cfg.int_("moe_intermediate_size", inter) if experts else 0,
     )
 
 

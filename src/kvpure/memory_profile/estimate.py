@@ -15,7 +15,10 @@ on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
   sampler's peak, ``a + b x (max_num_seqs x vocab x 4 B)`` (the dummy sampler
   run over float32 logits, last pipeline stage only; ``a`` alone elsewhere),
   and the forward pass's, ``c x (max_num_batched_tokens x 2 x
-  intermediate_size / TP x 2 B)`` (the fused gate/up output). vLLM 0.17
+  intermediate_size / TP x 2 B)`` (the fused gate/up output); MoE models
+  add ``m x (max_num_batched_tokens x top_k x (3 x moe_intermediate / TP +
+  hidden) x 2 B)``, the fused-MoE kernel's intermediate caches
+  (``fused_experts`` in vllm/model_executor/layers/fused_moe). vLLM 0.17
   changed the sampler's peak (Qwen3-14B: 5.64 GiB in 0.15-0.16, 2.23 in
   0.17-0.18), so releases before 0.17 use their own ``b``;
 - **non-torch memory**: a constant per parallel class (one GPU; TP > 1, which
@@ -50,6 +53,7 @@ __all__ = [
     "fit_coefficients",
     "ffn_gib",
     "logits_gib",
+    "moe_workspace_gib",
     "non_torch_gib",
     "parse_version",
 ]
@@ -96,6 +100,7 @@ class Coefficients:
     logits_factor: float
     logits_factor_before_0_17: float
     ffn_factor: float
+    moe_factor: float
     activation_band: float
     non_torch_single: float
     non_torch_tensor_parallel: float
@@ -115,6 +120,14 @@ def ffn_gib(max_num_batched_tokens: int, intermediate_size: int, tp: int) -> flo
     return max_num_batched_tokens * 2 * intermediate_size / tp * 2 / GIB
 
 
+def moe_workspace_gib(max_num_batched_tokens: int, shape: ModelShape, tp: int) -> float:
+    """GiB of the fused-MoE caches for one forward pass (0 for dense models)."""
+    if not shape.num_experts or not shape.num_experts_per_tok:
+        return 0.0
+    per_token = 3 * shape.moe_intermediate_size / tp + shape.hidden_size
+    return max_num_batched_tokens * shape.num_experts_per_tok * per_token * 2 / GIB
+
+
 def activation_gib(
     coef: Coefficients,
     shape: ModelShape,
@@ -131,7 +144,8 @@ def activation_gib(
     if last_stage:
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
     forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
-    return max(sampler, forward)
+    moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp)
+    return max(sampler, forward) + moe
 
 
 def non_torch_gib(coef: Coefficients, *, tp: int, pp: int) -> float:
@@ -159,6 +173,7 @@ def _least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
 class _Row:
     logits: float
     ffn: float
+    moe: float
     last_stage: bool
     new_sampler: bool
     activation: float
@@ -177,6 +192,9 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                     log.shape.intermediate_size,
                     log.tensor_parallel_size,
                 ),
+                moe=moe_workspace_gib(
+                    log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
+                ),
                 last_stage=log.pipeline_parallel_size == 1,
                 new_sampler=parse_version(log.vllm_version) >= SAMPLER_CHANGE,
                 activation=log.activation_gib,
@@ -185,8 +203,8 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
     return rows
 
 
-def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float]:
-    new = [r for r in rows if r.new_sampler]
+def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float, float]:
+    new = [r for r in rows if r.new_sampler and not r.moe]
     best: tuple[float, float, float, float] | None = None
     for step in range(0, 401):
         ffn_factor = step / 100
@@ -215,21 +233,28 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float
     _, base, factor, ffn_factor = best
     old = [(r.activation - base) / r.logits for r in rows if not r.new_sampler and r.last_stage]
     old_factor = statistics.mean(old) if old else factor
-    residuals = [
-        max(
-            base + (factor if r.new_sampler else old_factor) * (r.logits if r.last_stage else 0),
-            ffn_factor * r.ffn,
+
+    def dense(r: _Row) -> float:
+        sampler = base + (factor if r.new_sampler else old_factor) * (
+            r.logits if r.last_stage else 0.0
         )
-        - r.activation
-        for r in rows
-    ]
-    return base, factor, old_factor, ffn_factor, _band(residuals)
+        return max(sampler, ffn_factor * r.ffn)
+
+    moe_rows = [r for r in rows if r.moe]
+    # Least squares through the origin of what the dense terms leave unexplained.
+    moe_factor = (
+        sum((r.activation - dense(r)) * r.moe for r in moe_rows) / sum(r.moe**2 for r in moe_rows)
+        if moe_rows
+        else 0.0
+    )
+    residuals = [dense(r) + moe_factor * r.moe - r.activation for r in rows]
+    return base, factor, old_factor, ffn_factor, round(moe_factor, 4), _band(residuals)
 
 
 def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     """Least-squares fit of every coefficient on ``logs`` (their ``split`` is not read)."""
     logs = tuple(logs)
-    base, factor, old_factor, ffn_factor, activation_band = _fit_activation(_rows(logs))
+    base, factor, old_factor, ffn_factor, moe_factor, activation_band = _fit_activation(_rows(logs))
     classes: dict[str, list[float]] = {"single": [], "tp": [], "pp": []}
     for log in logs:
         if log.non_torch_gib is None:
@@ -251,6 +276,7 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         logits_factor=round(factor, 4),
         logits_factor_before_0_17=round(old_factor, 4),
         ffn_factor=ffn_factor,
+        moe_factor=moe_factor,
         activation_band=activation_band,
         non_torch_single=medians["single"],
         non_torch_tensor_parallel=medians["tp"],
@@ -266,6 +292,7 @@ COEFFICIENTS: Final = Coefficients(
     logits_factor=3.563,
     logits_factor_before_0_17=9.4807,
     ffn_factor=2.52,
+    moe_factor=0.7767,
     activation_band=0.14,
     non_torch_single=0.25,
     non_torch_tensor_parallel=2.1,

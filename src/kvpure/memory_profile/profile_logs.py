@@ -31,6 +31,8 @@ class ModelShape:
     intermediate_size: int
     num_hidden_layers: int
     num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +123,14 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
             intermediate_size=_int(shape, "intermediate_size", name),
             num_hidden_layers=_int(shape, "num_hidden_layers", name),
             num_experts=_int(shape, "num_experts", name) if "num_experts" in shape else 0,
+            num_experts_per_tok=(
+                _int(shape, "num_experts_per_tok", name) if "num_experts_per_tok" in shape else 0
+            ),
+            moe_intermediate_size=(
+                _int(shape, "moe_intermediate_size", name)
+                if "moe_intermediate_size" in shape
+                else 0
+            ),
         ),
         weights_gib=_num(logged, "weights_gib", name),
         activation_gib=_num(logged, "activation_gib", name),
