@@ -21,7 +21,7 @@ from kvpure.memory_profile.estimate import (
     fit_coefficients,
     parse_version,
 )
-from kvpure.memory_profile.evaluation import kv_errors, summarize
+from kvpure.memory_profile.evaluation import cuda_graph_errors, kv_errors, summarize
 from kvpure.memory_profile.profile_logs import ProfileLog, load_profile_logs, parse_profile_log
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,3 +148,13 @@ def test_held_out_activation_is_within_its_band() -> None:
     assert len(errors) == 13
     assert round(statistics.median(errors), 2) == 0.02
     assert round(max(errors), 2) == 0.08 <= COEFFICIENTS.activation_band
+
+
+def test_held_out_cuda_graph_estimates_are_reported_as_documented() -> None:
+    # vLLM 0.19 logs the estimate without subtracting it; from 0.21 the same estimator
+    # (GPUModelRunner.profile_cudagraph_memory) is subtracted from the KV cache.
+    errors = cuda_graph_errors(HOLDOUT, COEFFICIENTS)
+    inside = sum(abs(e) <= COEFFICIENTS.cuda_graph_band + 0.005 for e in errors)
+    doc = (ROOT / "docs" / "memory-profile.md").read_text()
+    assert f"{inside} of {len(errors)} held-out CUDA-graph estimates" in doc
+    assert f"at most {max(abs(e) for e in errors):.2f} GiB off" in doc

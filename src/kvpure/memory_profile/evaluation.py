@@ -23,7 +23,7 @@ from kvpure.memory_profile.estimate import (
 )
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
 
-__all__ = ["ErrorSummary", "KVError", "kv_errors", "summarize"]
+__all__ = ["ErrorSummary", "KVError", "cuda_graph_errors", "kv_errors", "summarize"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,4 +113,11 @@ def summarize(errors: Iterable[KVError]) -> ErrorSummary:
         p90=_p90(absolute),
         max=max(absolute),
         within_band=sum(e.within_band for e in errors),
+    )
+
+
+def cuda_graph_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[float, ...]:
+    """Estimated minus logged ``Estimated CUDA graph memory`` for every log that prints it."""
+    return tuple(
+        coef.cuda_graph - log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None
     )
