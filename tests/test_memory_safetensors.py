@@ -11,6 +11,7 @@ import pytest
 from kvpure.memory_profile.errors import WeightFileError
 from kvpure.memory_profile.safetensors_header import (
     MAX_HEADER_BYTES,
+    cached_snapshot,
     read_checkpoint_index,
     read_model_folder,
     read_safetensors_header,
@@ -130,3 +131,19 @@ def test_bad_index_is_refused(tmp_path: Path, index: object, reason: str) -> Non
     path.write_text(json.dumps(index))
     with pytest.raises(WeightFileError, match=reason):
         read_checkpoint_index(path)
+
+
+def test_hub_cache_snapshot_is_found_through_its_ref(tmp_path: Path) -> None:
+    repo = tmp_path / "models--org--tiny"
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123\n")
+    write_safetensors(snapshot / "model.safetensors", {"x": ("BF16", (2,))})
+    found = cached_snapshot(tmp_path, "org/tiny")
+    assert found == snapshot
+    assert [t.name for t in read_model_folder(found)] == ["x"]
+    assert cached_snapshot(tmp_path, "org/absent") is None
+    assert cached_snapshot(tmp_path, "org/tiny", revision="abc123") == snapshot
+    with pytest.raises(WeightFileError, match="org/name"):
+        cached_snapshot(tmp_path, "no-slash")
