@@ -139,3 +139,84 @@ def test_quantization_config_picks_the_layout() -> None:
         )
     with pytest.raises(InvalidFieldError, match="quantization"):
         checkpoint_quantization(_config("llama3_8b"), "bitsandbytes")
+
+
+# config.json values of the public checkpoints (Hugging Face model pages), with the
+# weights vLLM 0.19 logged for them on an H100 (the llm-d-planner logs in tests/data/memory_logs).
+_LOGGED_MODELS = {
+    "Qwen/Qwen2.5-7B-Instruct": (
+        {
+            "model_type": "qwen2",
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "vocab_size": 152064,
+            "tie_word_embeddings": False,
+        },
+        {1: 14.25, 2: 7.12, 4: 3.55},
+    ),
+    "codellama/CodeLlama-7b-hf": (
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 32016,
+            "tie_word_embeddings": False,
+        },
+        {1: 12.56},
+    ),
+    "google/gemma-2-9b-it": (
+        {
+            "model_type": "gemma2",
+            "hidden_size": 3584,
+            "intermediate_size": 14336,
+            "num_hidden_layers": 42,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 8,
+            "head_dim": 256,
+            "vocab_size": 256000,
+        },
+        {1: 17.22},
+    ),
+    "google/gemma-2-2b-it": (
+        {
+            "model_type": "gemma2",
+            "hidden_size": 2304,
+            "intermediate_size": 9216,
+            "num_hidden_layers": 26,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "vocab_size": 256000,
+        },
+        {1: 4.9},
+    ),
+    "ibm-granite/granite-3.1-8b-instruct": (
+        {
+            "model_type": "granite",
+            "hidden_size": 4096,
+            "intermediate_size": 12800,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "vocab_size": 49155,
+            "tie_word_embeddings": True,
+        },
+        {1: 15.25},
+    ),
+}
+
+
+@pytest.mark.parametrize("model", sorted(_LOGGED_MODELS))
+def test_estimated_weights_cover_logged_weights_of_other_families(model: str) -> None:
+    fields, logged = _LOGGED_MODELS[model]
+    config = parse_model_config({"architectures": ["X"], "torch_dtype": "bfloat16", **fields})
+    for tp, gib in logged.items():
+        weights = worker_weights(config, Parallelism(tp=tp))
+        got = weights.bytes_per_worker[0]
+        assert abs(got - gib * GIB) <= weights.error_bytes(0) + 0.005 * GIB, (model, tp)

@@ -6,7 +6,7 @@ Without them the tensors are laid out from config.json
 (:mod:`~kvpure.memory_profile.checkpoint_tensors`) in the checkpoint's
 quantization format, and the result is an estimate: vision towers are not
 counted and small buffers vLLM adds (rotary cos/sin caches: Llama-3.1-8B logs
-14.99 GiB for 14.96 GiB of parameters) are missing, so the band is 0.5% plus
+14.99 GiB for 14.96 GiB of parameters) are missing, so the band is 0.25% plus
 0.05 GiB.
 """
 
@@ -36,7 +36,7 @@ _RUNTIME_QUANT: Final = {
     "nvfp4": "nvfp4",
     "mxfp4": "mxfp4",
 }
-ESTIMATE_RELATIVE_BAND: Final = 0.005
+ESTIMATE_RELATIVE_BAND: Final = 0.0025
 ESTIMATE_ABSOLUTE_BAND: Final = int(0.05 * GIB)
 
 
