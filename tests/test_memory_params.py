@@ -220,3 +220,27 @@ def test_estimated_weights_cover_logged_weights_of_other_families(model: str) ->
         weights = worker_weights(config, Parallelism(tp=tp))
         got = weights.bytes_per_worker[0]
         assert abs(got - gib * GIB) <= weights.error_bytes(0) + 0.005 * GIB, (model, tp)
+
+
+@pytest.mark.parametrize(
+    ("quantization_config", "layout"),
+    [
+        ({"quant_method": "compressed-tensors", "format": "int-quantized"}, "fp8"),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "pack-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 128}}},
+            },
+            "gptq",
+        ),
+        ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized"}, "nvfp4"),
+        ({"quant_method": "fp8"}, "fp8"),
+        ({"quant_method": "mxfp4"}, "mxfp4"),
+    ],
+)
+def test_compressed_tensors_and_other_formats_pick_their_layout(
+    quantization_config: dict[str, object], layout: str
+) -> None:
+    config = _config("llama3_8b", quantization_config=quantization_config)
+    assert checkpoint_quantization(config, None) == layout

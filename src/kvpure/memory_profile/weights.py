@@ -91,13 +91,30 @@ def checkpoint_quantization(config: HFConfig, runtime: str | None) -> str:
         return "mxfp4"
     if method == "modelopt":
         return "nvfp4" if "FP4" in quant.str_("quant_algo", "").upper() else "fp8"
-    if method in ("fp8", "compressed-tensors", "fbgemm_fp8"):
-        return "fp8"  # one byte per weight (fp8 or int8) plus small scales
+    if method == "compressed-tensors":
+        return _compressed_tensors_layout(quant)
+    if method in ("fp8", "fbgemm_fp8"):
+        return "fp8"
     raise InvalidFieldError(
         field="config.json quantization_config.quant_method",
         value=method,
         reason="has no weight layout in kvpure; read the weights' headers instead",
     )
+
+
+def _compressed_tensors_layout(quant: HFConfig) -> str:
+    """The layout of a compressed-tensors checkpoint: from its format, else its weights' bits."""
+    fmt = quant.str_("format", "")
+    if "nvfp4" in fmt:
+        return "nvfp4"
+    bits = 8
+    if quant.has("config_groups"):
+        groups = quant.sub("config_groups")
+        for name in sorted(groups.data):
+            group = groups.sub(name)
+            if group.has("weights"):
+                bits = min(bits, group.sub("weights").int_("num_bits", 8, minimum=1))
+    return "gptq" if bits <= 4 else "fp8"  # 4-bit packed with group scales; else one byte
 
 
 def _layout(config: HFConfig) -> ShardingLayout:
