@@ -188,11 +188,24 @@ def test_unshardable_tensors_and_bad_layouts_are_refused(tmp_path: Path) -> None
         worker_weight_bytes(tensors, UNTIED, Parallelism(tp=3))
     with pytest.raises(InvalidFieldError, match="pipeline_parallel_size"):
         worker_weight_bytes(tensors, UNTIED, Parallelism(pp=5))
-    with pytest.raises(InvalidFieldError, match="names layer 3"):
-        worker_weight_bytes(
-            tensors,
-            ShardingLayout(num_layers=3, num_kv_heads=2, tie_word_embeddings=False),
-            Parallelism(),
-        )
     with pytest.raises(InvalidFieldError, match="multiple of tensor_parallel_size"):
         Parallelism(tp=2, ep=3)
+
+
+def test_layers_past_the_config_are_not_loaded_and_encoders_sit_on_the_first_stage(
+    tmp_path: Path,
+) -> None:
+    tensors = _model(tmp_path)
+    three = ShardingLayout(num_layers=3, num_kv_heads=2, tie_word_embeddings=False)
+    # Layer 3 is past num_hidden_layers = 3 (an MTP layer): vLLM does not load it.
+    assert worker_weight_bytes(tensors, three, Parallelism()) == (
+        3 * LAYER[1] + 2 * VOCAB_BYTES + 16,
+    )
+    vision = TensorInfo(
+        name="vision_tower.vision_model.encoder.layers.3.mlp.fc1.weight", dtype="BF16", shape=(4, 8)
+    )
+    # A vision layer numbered 3 stays on the first stage, split like a column-parallel layer.
+    assert worker_weight_bytes((*tensors, vision), UNTIED, Parallelism(pp=2)) == (
+        2 * LAYER[1] + VOCAB_BYTES + 64,
+        2 * LAYER[1] + VOCAB_BYTES + 16,
+    )

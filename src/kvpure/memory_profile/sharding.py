@@ -25,8 +25,10 @@ the same names onto their layers):
 - everything else (norms, routers, small projections) is **replicated**.
 
 Decoder layers go to pipeline stages by vLLM's ``get_pp_indices``
-(:func:`kvpure.models.derive.pipeline_layer_ranges`); the embedding lives on
-the first stage, the final norm and LM head on the last. Packed quantized
+(:func:`kvpure.models.derive.pipeline_layer_ranges`); the embedding and any
+vision or audio encoder live on the first stage, the final norm and LM head on
+the last. Layers numbered past ``num_hidden_layers`` (DeepSeek-V3's
+multi-token-prediction layer) are not loaded, as vLLM skips them. Packed quantized
 tensors (GPTQ/AWQ ``qweight``, ``qzeros``, ``scales``) keep the output
 dimension second and split accordingly. Floating-point weights are counted in
 the served dtype (a float32 checkpoint served in bfloat16 takes 2 bytes per
@@ -84,6 +86,19 @@ _ROW: Final = frozenset(
     {"o_proj", "down_proj", "w2", "dense", "out_proj", "c_proj", "fc2", "dense_4h_to_h"}
 )
 _VOCAB: Final = frozenset({"embed_tokens", "lm_head", "wte", "word_embeddings", "embed_out"})
+_ENCODERS: Final = frozenset(
+    {
+        "vision_tower",
+        "vision_model",
+        "visual",
+        "multi_modal_projector",
+        "mm_projector",
+        "vision_encoder",
+        "audio_tower",
+        "vision_language_adapter",
+        "patch_merger",
+    }
+)
 _FINAL_NORMS: Final = frozenset({"norm", "ln_f", "final_layernorm", "final_layer_norm"})
 _PACKED_OUT_SECOND: Final = frozenset({"qweight", "qzeros", "scales"})
 _FLOAT_DTYPES: Final = frozenset({"F16", "BF16", "F32"})
@@ -222,17 +237,18 @@ def _served(info: TensorInfo, dtype_bytes: int | None) -> TensorInfo:
 
 
 def _stages_of(name: str, layout: ShardingLayout, pp: int) -> tuple[int, ...]:
+    """The pipeline stages holding ``name`` (none: a layer vLLM does not load)."""
+    if _ENCODERS.intersection(name.split(".")):
+        return (0,)  # vision/audio encoders and projectors run before the first decoder layer
     match = _LAYER.search(name)
     if match is not None:
         layer = int(match.group(1))
         for stage, (start, end) in enumerate(pipeline_layer_ranges(layout.num_layers, pp)):
             if start <= layer < end:
                 return (stage,)
-        raise InvalidFieldError(
-            field=f"tensor {name}",
-            value=layer,
-            reason=f"names layer {layer}, but config.json has {layout.num_layers} layers",
-        )
+        # Layers past num_hidden_layers are multi-token-prediction heads (DeepSeek-V3,
+        # GLM): vLLM skips them unless they serve as the speculative draft model.
+        return ()
     module, _ = _module(name)
     if module in ("lm_head", "embed_out"):
         return (pp - 1,)
