@@ -1,0 +1,304 @@
+"""The terms of vLLM's memory profile that no file states, estimated with a fitted error.
+
+vLLM sizes the KV cache at start-up as (``Worker.determine_available_memory``
+in vllm/v1/worker/gpu_worker.py and ``memory_profiling`` in
+vllm/utils/mem_utils.py)::
+
+    kv = total x gpu_memory_utilization - weights - activation_peak
+         - non_torch_increase - cuda_graph_estimate (when subtracted)
+
+The weights can be exact (safetensors headers); the rest is measured on the
+GPU. Here they are modelled from what drives them, with coefficients fitted
+on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
+
+- **activation peak** (``torch peak memory increase``): the larger of the
+  sampler's peak, ``a + b x (max_num_seqs x vocab x 4 B)`` (the dummy sampler
+  run over float32 logits, last pipeline stage only; ``a`` alone elsewhere),
+  and the forward pass's, ``c x (max_num_batched_tokens x 2 x
+  intermediate_size / TP x 2 B)`` (the fused gate/up output); MoE models
+  add ``m x (max_num_batched_tokens x top_k x (3 x moe_intermediate / TP +
+  hidden) x 2 B)``, the fused-MoE kernel's intermediate caches
+  (``fused_experts`` in vllm/model_executor/layers/fused_moe). vLLM 0.17
+  changed the sampler's peak (Qwen3-14B: 5.64 GiB in 0.15-0.16, 2.23 in
+  0.17-0.18), so releases before 0.17 use their own ``b``;
+- **non-torch memory**: a constant per parallel class (one GPU; TP > 1, which
+  adds NCCL and custom all-reduce buffers; PP > 1 without TP);
+- **CUDA graphs**: vLLM estimates their memory by capturing graphs while
+  profiling and, from 0.21 on (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+  defaults to 1 in vLLM 0.26's envs.py), subtracts it from the KV cache;
+  before 0.21 it only logs it. Modelled as the median logged estimate.
+
+Each term carries an error band: the largest absolute residual on the logs it
+was fitted on (rounded up to 0.01 GiB). :func:`fit_coefficients` refits from
+records, so tests recompute the fit and its held-out error.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.profile_logs import GIB, ModelShape, ProfileLog
+
+__all__ = [
+    "COEFFICIENTS",
+    "Coefficients",
+    "FITTED_VERSIONS",
+    "Version",
+    "activation_gib",
+    "cuda_graph_subtracted",
+    "fit_coefficients",
+    "ffn_gib",
+    "logits_gib",
+    "moe_workspace_gib",
+    "non_torch_gib",
+    "parse_version",
+]
+
+Version = tuple[int, int]
+SAMPLER_CHANGE: Final[Version] = (0, 17)
+"""The first release with the smaller sampler peak."""
+CUDA_GRAPH_SUBTRACTED_FROM: Final[Version] = (0, 21)
+"""The first release that subtracts the CUDA-graph estimate by default."""
+OLDEST: Final[Version] = (0, 15)
+NEWEST: Final[Version] = (0, 26)
+FITTED_VERSIONS: Final = "0.15-0.26 (activation fitted on 0.15-0.19 logs, H100 80GB)"
+
+
+def parse_version(text: str) -> Version:
+    """``"0.19.0"`` -> ``(0, 19)``; versions outside the fitted range are refused."""
+    parts = text.strip().lstrip("v").split(".")
+    try:
+        version = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        raise InvalidFieldError(
+            field="vllm_version", value=text, reason="must look like 0.19.0"
+        ) from None
+    if not OLDEST <= version <= NEWEST:
+        raise InvalidFieldError(
+            field="vllm_version",
+            value=text,
+            reason=f"the estimate is fitted for vLLM {FITTED_VERSIONS}; pass "
+            "--kv-cache-memory with the figure vLLM logged instead",
+        )
+    return version
+
+
+def cuda_graph_subtracted(version: Version) -> bool:
+    """Whether this release subtracts the CUDA-graph estimate from the KV cache by default."""
+    return version >= CUDA_GRAPH_SUBTRACTED_FROM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coefficients:
+    """Fitted constants (GiB unless stated) and each term's error band."""
+
+    activation_base: float
+    logits_factor: float
+    logits_factor_before_0_17: float
+    ffn_factor: float
+    moe_factor: float
+    activation_band: float
+    non_torch_single: float
+    non_torch_tensor_parallel: float
+    non_torch_pipeline: float
+    non_torch_band: float
+    cuda_graph: float
+    cuda_graph_band: float
+
+
+def logits_gib(max_num_seqs: int, vocab_size: int) -> float:
+    """GiB of the sampler's float32 logits: ``max_num_seqs x vocab x 4`` bytes."""
+    return max_num_seqs * vocab_size * 4 / GIB
+
+
+def ffn_gib(max_num_batched_tokens: int, intermediate_size: int, tp: int) -> float:
+    """GiB of the fused gate/up output of one forward pass, per TP rank, in 16 bits."""
+    return max_num_batched_tokens * 2 * intermediate_size / tp * 2 / GIB
+
+
+def moe_workspace_gib(max_num_batched_tokens: int, shape: ModelShape, tp: int) -> float:
+    """GiB of the fused-MoE caches for one forward pass (0 for dense models)."""
+    if not shape.num_experts or not shape.num_experts_per_tok:
+        return 0.0
+    per_token = 3 * shape.moe_intermediate_size / tp + shape.hidden_size
+    return max_num_batched_tokens * shape.num_experts_per_tok * per_token * 2 / GIB
+
+
+def activation_gib(
+    coef: Coefficients,
+    shape: ModelShape,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    tp: int,
+    last_stage: bool,
+    version: Version,
+) -> float:
+    """The estimated ``torch peak memory increase`` of vLLM's profiling run."""
+    factor = coef.logits_factor if version >= SAMPLER_CHANGE else coef.logits_factor_before_0_17
+    sampler = coef.activation_base
+    if last_stage:
+        sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
+    forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
+    moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp)
+    return max(sampler, forward) + moe
+
+
+def non_torch_gib(coef: Coefficients, *, tp: int, pp: int) -> float:
+    """The estimated ``non-torch forward increase memory`` of one worker."""
+    if tp > 1:
+        return coef.non_torch_tensor_parallel
+    return coef.non_torch_pipeline if pp > 1 else coef.non_torch_single
+
+
+def _band(residuals: Iterable[float]) -> float:
+    worst = max((abs(r) for r in residuals), default=0.0)
+    return round(worst + 0.005 + 0.0049, 2)  # the logs' rounding, then up to 0.01 GiB
+
+
+def _least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var if var else 0.0
+    return mean_y - slope * mean_x, slope
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    logits: float
+    ffn: float
+    moe: float
+    last_stage: bool
+    new_sampler: bool
+    activation: float
+
+
+def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
+    rows = []
+    for log in logs:
+        if log.activation_gib is None:
+            continue
+        rows.append(
+            _Row(
+                logits=logits_gib(log.max_num_seqs, log.shape.vocab_size),
+                ffn=ffn_gib(
+                    log.max_num_batched_tokens,
+                    log.shape.intermediate_size,
+                    log.tensor_parallel_size,
+                ),
+                moe=moe_workspace_gib(
+                    log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
+                ),
+                last_stage=log.pipeline_parallel_size == 1,
+                new_sampler=parse_version(log.vllm_version) >= SAMPLER_CHANGE,
+                activation=log.activation_gib,
+            )
+        )
+    return rows
+
+
+def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float, float]:
+    new = [r for r in rows if r.new_sampler and not r.moe]
+    best: tuple[float, float, float, float] | None = None
+    for step in range(0, 401):
+        ffn_factor = step / 100
+        sampler_rows = [
+            (r.logits if r.last_stage else 0.0, r.activation)
+            for r in new
+            if r.activation > ffn_factor * r.ffn
+        ]
+        if len(sampler_rows) < 2:
+            continue
+        base, factor = _least_squares(sampler_rows)
+        error = sum(
+            (
+                max(base + factor * (r.logits if r.last_stage else 0.0), ffn_factor * r.ffn)
+                - r.activation
+            )
+            ** 2
+            for r in new
+        )
+        if best is None or error < best[0]:
+            best = (error, base, factor, ffn_factor)
+    if best is None:
+        raise InvalidFieldError(
+            field="profile logs", value=len(new), reason="need two logs of vLLM >= 0.17 to fit"
+        )
+    _, base, factor, ffn_factor = best
+    old = [(r.activation - base) / r.logits for r in rows if not r.new_sampler and r.last_stage]
+    old_factor = statistics.mean(old) if old else factor
+
+    def dense(r: _Row) -> float:
+        sampler = base + (factor if r.new_sampler else old_factor) * (
+            r.logits if r.last_stage else 0.0
+        )
+        return max(sampler, ffn_factor * r.ffn)
+
+    moe_rows = [r for r in rows if r.moe]
+    # Least squares through the origin of what the dense terms leave unexplained.
+    moe_factor = (
+        sum((r.activation - dense(r)) * r.moe for r in moe_rows) / sum(r.moe**2 for r in moe_rows)
+        if moe_rows
+        else 0.0
+    )
+    residuals = [dense(r) + moe_factor * r.moe - r.activation for r in rows]
+    return base, factor, old_factor, ffn_factor, round(moe_factor, 4), _band(residuals)
+
+
+def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
+    """Least-squares fit of every coefficient on ``logs`` (their ``split`` is not read)."""
+    logs = tuple(logs)
+    base, factor, old_factor, ffn_factor, moe_factor, activation_band = _fit_activation(_rows(logs))
+    classes: dict[str, list[float]] = {"single": [], "tp": [], "pp": []}
+    for log in logs:
+        if log.non_torch_gib is None:
+            continue
+        key = (
+            "tp"
+            if log.tensor_parallel_size > 1
+            else "pp"
+            if log.pipeline_parallel_size > 1
+            else "single"
+        )
+        classes[key].append(log.non_torch_gib)
+    medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
+    nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
+    graphs = [log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None]
+    graph = round(statistics.median(graphs), 4) if graphs else 0.0
+    return Coefficients(
+        activation_base=round(base, 4),
+        logits_factor=round(factor, 4),
+        logits_factor_before_0_17=round(old_factor, 4),
+        ffn_factor=ffn_factor,
+        moe_factor=moe_factor,
+        activation_band=activation_band,
+        non_torch_single=medians["single"],
+        non_torch_tensor_parallel=medians["tp"],
+        non_torch_pipeline=medians["pp"],
+        non_torch_band=nt_band,
+        cuda_graph=graph,
+        cuda_graph_band=_band(g - graph for g in graphs),
+    )
+
+
+COEFFICIENTS: Final = Coefficients(
+    activation_base=0.1451,
+    logits_factor=3.563,
+    logits_factor_before_0_17=9.4807,
+    ffn_factor=2.52,
+    moe_factor=0.7767,
+    activation_band=0.14,
+    non_torch_single=0.25,
+    non_torch_tensor_parallel=2.1,
+    non_torch_pipeline=0.07,
+    non_torch_band=0.22,
+    cuda_graph=0.775,
+    cuda_graph_band=0.26,
+)
+"""The shipped fit: :func:`fit_coefficients` over the ``fit`` logs of tests/data/memory_logs."""

@@ -1,0 +1,123 @@
+"""The estimate's error on logs: predicted against logged KV cache memory.
+
+For each log with weights and KV memory (logged, or rebuilt from the logged
+terms where the source prints the terms only: ``total x utilization -
+weights - activation - non-torch``), the KV memory is predicted from the
+logged weights (the term kvpure computes exactly from the checkpoint's
+headers) and the fitted terms, so the error measured is the estimate's.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kvpure.memory_profile.estimate import (
+    Coefficients,
+    activation_gib,
+    cuda_graph_subtracted,
+    non_torch_gib,
+    parse_version,
+)
+from kvpure.memory_profile.profile_logs import GIB, ProfileLog
+
+__all__ = ["ErrorSummary", "KVError", "cuda_graph_errors", "kv_errors", "summarize"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVError:
+    """One log's predicted and logged KV memory (GiB) and the predicted band's half-width."""
+
+    name: str
+    predicted_gib: float
+    logged_gib: float
+    band_gib: float
+
+    @property
+    def error_gib(self) -> float:
+        """Predicted minus logged."""
+        return self.predicted_gib - self.logged_gib
+
+    @property
+    def within_band(self) -> bool:
+        """Whether the logged figure lies in the predicted range (0.005 GiB of print rounding)."""
+        return abs(self.error_gib) <= self.band_gib + 0.005
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorSummary:
+    """Absolute KV errors over a set of logs (GiB)."""
+
+    count: int
+    median: float
+    p90: float
+    max: float
+    within_band: int
+
+
+def _logged_kv(log: ProfileLog) -> float | None:
+    if log.kv_cache_gib is not None:
+        return log.kv_cache_gib
+    terms = (log.weights_gib, log.activation_gib, log.non_torch_gib)
+    if any(t is None for t in terms):
+        return None
+    requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
+    return round(requested - sum(t for t in terms if t is not None), 2)
+
+
+def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, ...]:
+    """Predicted against logged KV memory for every log that states both."""
+    out = []
+    for log in logs:
+        logged = _logged_kv(log)
+        if logged is None or log.weights_gib is None:
+            continue
+        version = parse_version(log.vllm_version)
+        tp, pp = log.tensor_parallel_size, log.pipeline_parallel_size
+        activation = activation_gib(
+            coef,
+            log.shape,
+            max_num_batched_tokens=log.max_num_batched_tokens,
+            max_num_seqs=log.max_num_seqs,
+            tp=tp,
+            last_stage=pp == 1,
+            version=version,
+        )
+        graph = coef.cuda_graph if cuda_graph_subtracted(version) else 0.0
+        band = coef.activation_band + coef.non_torch_band
+        band += coef.cuda_graph_band if cuda_graph_subtracted(version) else 0.0
+        requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
+        predicted = requested - log.weights_gib - activation - non_torch_gib(coef, tp=tp, pp=pp)
+        out.append(
+            KVError(
+                name=log.name, predicted_gib=predicted - graph, logged_gib=logged, band_gib=band
+            )
+        )
+    return tuple(out)
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def summarize(errors: Iterable[KVError]) -> ErrorSummary:
+    """Median, 90th percentile (nearest rank) and maximum of the absolute errors."""
+    errors = tuple(errors)
+    absolute = [abs(e.error_gib) for e in errors]
+    return ErrorSummary(
+        count=len(errors),
+        median=statistics.median(absolute),
+        p90=_p90(absolute),
+        max=max(absolute),
+        within_band=sum(e.within_band for e in errors),
+    )
+
+
+def cuda_graph_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[float, ...]:
+    """Estimated minus logged ``Estimated CUDA graph memory`` for every log that prints it."""
+    return tuple(
+        coef.cuda_graph - log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None
+    )

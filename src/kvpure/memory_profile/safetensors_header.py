@@ -1,0 +1,237 @@
+"""Tensor names, dtypes and shapes from safetensors files, without reading weights.
+
+A safetensors file starts with an 8-byte little-endian header length ``N``,
+then ``N`` bytes of JSON: one entry per tensor with ``dtype``, ``shape`` and
+``data_offsets`` ``[begin, end)`` into the data that follows, plus an optional
+``__metadata__`` object. Only the header is read; its size is bounded
+(:data:`MAX_HEADER_BYTES`) and every entry is checked (known dtype,
+non-negative shape, offsets matching ``prod(shape) * itemsize``), so a damaged
+or hostile file raises :class:`~kvpure.memory_profile.errors.WeightFileError`
+naming the file and the tensor instead of hanging or exhausting memory.
+
+``model.safetensors.index.json`` gives ``metadata.total_size`` (the bytes of
+all tensors) and the ``weight_map`` from tensor name to shard file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kvpure.memory_profile.errors import WeightFileError
+
+__all__ = [
+    "DTYPE_BYTES",
+    "MAX_HEADER_BYTES",
+    "CheckpointIndex",
+    "TensorInfo",
+    "cached_snapshot",
+    "read_checkpoint_index",
+    "read_model_folder",
+    "read_safetensors_header",
+]
+
+MAX_HEADER_BYTES: Final = 100 * 1024 * 1024
+"""The largest header read (the safetensors library refuses above 100 MB too)."""
+MAX_INDEX_BYTES: Final = 64 * 1024 * 1024
+"""The largest ``model.safetensors.index.json`` read."""
+MAX_SHARD_FILES: Final = 4096
+"""The most shard files one model folder may list."""
+
+DTYPE_BYTES: Final[Mapping[str, int]] = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
+"""Bytes per element of each safetensors dtype (packed 4-bit weights are stored as U8/I32)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorInfo:
+    """One tensor of a checkpoint: its name, safetensors dtype and shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole tensor."""
+        return math.prod(self.shape) * self.itemsize
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointIndex:
+    """A ``model.safetensors.index.json``: total tensor bytes and the shard files."""
+
+    total_size: int
+    shard_files: tuple[str, ...]
+
+
+def _entry(path: str, name: str, raw: object, data_bytes: int | None) -> TensorInfo:
+    if not isinstance(raw, Mapping):
+        raise WeightFileError(path=path, reason=f"tensor {name!r}: header entry is not an object")
+    dtype = raw.get("dtype")
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        raise WeightFileError(
+            path=path,
+            reason=f"tensor {name!r}: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}",
+        )
+    shape = raw.get("shape")
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**48 for d in shape
+    ):
+        raise WeightFileError(
+            path=path, reason=f"tensor {name!r}: shape must be a list of non-negative integers"
+        )
+    info = TensorInfo(name=name, dtype=dtype, shape=tuple(shape))
+    offsets = raw.get("data_offsets")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+    ):
+        raise WeightFileError(
+            path=path, reason=f"tensor {name!r}: data_offsets must be [begin, end]"
+        )
+    begin, end = offsets
+    if not 0 <= begin <= end or end - begin != info.nbytes:
+        raise WeightFileError(
+            path=path,
+            reason=f"tensor {name!r}: data_offsets {offsets} do not hold "
+            f"{info.nbytes} bytes of {dtype} {list(shape)}",
+        )
+    if data_bytes is not None and end > data_bytes:
+        raise WeightFileError(
+            path=path, reason=f"tensor {name!r}: data_offsets end {end} past the file's end"
+        )
+    return info
+
+
+def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
+    """The tensors of one safetensors file, in header order, read from its header alone."""
+    shown = str(path)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(8)
+            if len(head) != 8:
+                raise WeightFileError(path=shown, reason="shorter than the 8-byte header length")
+            (length,) = struct.unpack("<Q", head)
+            if length > MAX_HEADER_BYTES:
+                raise WeightFileError(
+                    path=shown,
+                    reason=f"header of {length} bytes exceeds the {MAX_HEADER_BYTES}-byte limit",
+                )
+            text = handle.read(length)
+            file_bytes = path.stat().st_size
+    except OSError as err:
+        raise WeightFileError(path=shown, reason=f"cannot be read ({err.strerror})") from None
+    if len(text) != length:
+        raise WeightFileError(
+            path=shown, reason=f"header claims {length} bytes; the file ends first"
+        )
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise WeightFileError(path=shown, reason="header is not valid UTF-8 JSON") from None
+    if not isinstance(header, dict):
+        raise WeightFileError(path=shown, reason="header is not a JSON object")
+    data_bytes = file_bytes - 8 - length
+    return tuple(
+        _entry(shown, name, raw, data_bytes)
+        for name, raw in header.items()
+        if name != "__metadata__"
+    )
+
+
+def read_checkpoint_index(path: Path) -> CheckpointIndex:
+    """``metadata.total_size`` and the shard files of a ``model.safetensors.index.json``."""
+    shown = str(path)
+    try:
+        if path.stat().st_size > MAX_INDEX_BYTES:
+            raise WeightFileError(path=shown, reason=f"larger than {MAX_INDEX_BYTES} bytes")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise WeightFileError(path=shown, reason=f"cannot be read ({err.strerror})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise WeightFileError(path=shown, reason="is not valid UTF-8 JSON") from None
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    if isinstance(total, float) and total.is_integer():
+        total = int(total)
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+        raise WeightFileError(
+            path=shown, reason="metadata.total_size must be a non-negative integer"
+        )
+    weight_map = data.get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise WeightFileError(path=shown, reason="weight_map must map tensor names to file names")
+    files = tuple(sorted(set(weight_map.values())))
+    if len(files) > MAX_SHARD_FILES:
+        raise WeightFileError(path=shown, reason=f"lists more than {MAX_SHARD_FILES} shard files")
+    for name in files:
+        if Path(name).name != name:
+            raise WeightFileError(path=shown, reason=f"shard {name!r} must be a plain file name")
+    return CheckpointIndex(total_size=total, shard_files=files)
+
+
+def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
+    """Every tensor of a model folder: the index's shards, or every ``*.safetensors`` file."""
+    index_path = folder / "model.safetensors.index.json"
+    if index_path.is_file():
+        names = read_checkpoint_index(index_path).shard_files
+    else:
+        names = tuple(sorted(p.name for p in folder.glob("*.safetensors")))[: MAX_SHARD_FILES + 1]
+        if len(names) > MAX_SHARD_FILES:
+            raise WeightFileError(path=str(folder), reason=f"holds over {MAX_SHARD_FILES} files")
+    if not names:
+        raise WeightFileError(
+            path=str(folder), reason="holds no *.safetensors file; point at the model's folder"
+        )
+    tensors: list[TensorInfo] = []
+    for name in names:
+        tensors.extend(read_safetensors_header(folder / name))
+    return tuple(tensors)
+
+
+def cached_snapshot(cache_root: Path, repo_id: str, revision: str = "main") -> Path | None:
+    """The snapshot folder of ``repo_id`` in a Hugging Face hub cache, or None when absent.
+
+    The hub cache keeps ``models--{org}--{name}/refs/{revision}`` (a commit
+    hash) and ``snapshots/{hash}/`` with the files; ``cache_root`` is the
+    ``hub`` folder (``$HF_HUB_CACHE``, by default ``~/.cache/huggingface/hub``).
+    """
+    if repo_id.count("/") != 1 or ".." in repo_id:
+        raise WeightFileError(path=repo_id, reason="must be a Hugging Face id like org/name")
+    repo = cache_root / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / revision
+    commit = revision
+    if ref.is_file():
+        commit = ref.read_text(encoding="utf-8").strip()
+    if not commit or Path(commit).name != commit:
+        raise WeightFileError(path=str(ref), reason="does not hold a commit hash")
+    snapshot = repo / "snapshots" / commit
+    return snapshot if snapshot.is_dir() else None

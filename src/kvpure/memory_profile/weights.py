@@ -1,0 +1,147 @@
+"""Per-worker weight bytes, exact from safetensors headers or estimated from config.json.
+
+With the checkpoint's tensors (:func:`~kvpure.memory_profile.safetensors_header.read_model_folder`)
+the bytes are exact: the sum of the shard shapes vLLM loads on each worker.
+Without them the tensors are laid out from config.json
+(:mod:`~kvpure.memory_profile.checkpoint_tensors`) in the checkpoint's
+quantization format, and the result is an estimate: vision towers are not
+counted and small buffers vLLM adds (rotary cos/sin caches: Llama-3.1-8B logs
+14.99 GiB for 14.96 GiB of parameters) are missing, so the band is 0.25% plus
+0.05 GiB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
+from kvpure.memory_profile.profile_logs import GIB
+from kvpure.memory_profile.safetensors_header import TensorInfo
+from kvpure.memory_profile.sharding import Parallelism, ShardingLayout, worker_weight_bytes
+from kvpure.models.config import HFConfig
+
+__all__ = ["WorkerWeights", "checkpoint_quantization", "served_dtype_bytes", "worker_weights"]
+
+_DTYPE_BYTES: Final = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+_RUNTIME_QUANT: Final = {
+    None: "none",
+    "fp8": "fp8",
+    "awq": "awq",
+    "awq_marlin": "awq",
+    "gptq": "gptq",
+    "gptq_marlin": "gptq",
+    "modelopt_fp4": "nvfp4",
+    "nvfp4": "nvfp4",
+    "mxfp4": "mxfp4",
+}
+ESTIMATE_RELATIVE_BAND: Final = 0.0025
+ESTIMATE_ABSOLUTE_BAND: Final = int(0.05 * GIB)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerWeights:
+    """Weight bytes per worker (rank order) and whether they are exact."""
+
+    bytes_per_worker: tuple[int, ...]
+    exact: bool
+
+    def error_bytes(self, worker: int) -> int:
+        """Half-width of the band around one worker's bytes (0 when exact)."""
+        if self.exact:
+            return 0
+        return int(self.bytes_per_worker[worker] * ESTIMATE_RELATIVE_BAND) + ESTIMATE_ABSOLUTE_BAND
+
+
+def served_dtype_bytes(config: HFConfig, dtype: str) -> int:
+    """Bytes per element of the dtype vLLM serves weights in (float32 checkpoints: bfloat16)."""
+    cfg = language_config(config)
+    name = dtype
+    if dtype == "auto":
+        name = cfg.str_("torch_dtype", cfg.str_("dtype", "bfloat16")).removeprefix("torch.")
+        if name in ("float32", "float"):
+            name = "bfloat16"
+    size = _DTYPE_BYTES.get(name)
+    if size is None:
+        raise InvalidFieldError(
+            field="dtype", value=dtype, reason="must be auto, bfloat16, float16 or float32"
+        )
+    return size
+
+
+def checkpoint_quantization(config: HFConfig, runtime: str | None) -> str:
+    """The weight layout: ``--quantization`` when given, else config.json's quantization_config."""
+    if runtime is not None:
+        if runtime not in _RUNTIME_QUANT:
+            raise InvalidFieldError(
+                field="quantization",
+                value=runtime,
+                reason="supported: " + ", ".join(str(k) for k in _RUNTIME_QUANT if k),
+            )
+        return _RUNTIME_QUANT[runtime]
+    cfg = config if config.has("quantization_config") else language_config(config)
+    if not cfg.has("quantization_config"):
+        return "none"
+    quant = cfg.sub("quantization_config")
+    method = quant.str_("quant_method", "")
+    if method in ("awq", "gptq"):
+        return method
+    if method == "mxfp4":
+        return "mxfp4"
+    if method == "modelopt":
+        return "nvfp4" if "FP4" in quant.str_("quant_algo", "").upper() else "fp8"
+    if method == "compressed-tensors":
+        return _compressed_tensors_layout(quant)
+    if method in ("fp8", "fbgemm_fp8"):
+        return "fp8"
+    raise InvalidFieldError(
+        field="config.json quantization_config.quant_method",
+        value=method,
+        reason="has no weight layout in kvpure; read the weights' headers instead",
+    )
+
+
+def _compressed_tensors_layout(quant: HFConfig) -> str:
+    """The layout of a compressed-tensors checkpoint: from its format, else its weights' bits."""
+    fmt = quant.str_("format", "")
+    if "nvfp4" in fmt:
+        return "nvfp4"
+    bits = 8
+    if quant.has("config_groups"):
+        groups = quant.sub("config_groups")
+        for name in sorted(groups.data):
+            group = groups.sub(name)
+            if group.has("weights"):
+                bits = min(bits, group.sub("weights").int_("num_bits", 8, minimum=1))
+    return "gptq" if bits <= 4 else "fp8"  # 4-bit packed with group scales; else one byte
+
+
+def _layout(config: HFConfig) -> ShardingLayout:
+    cfg = language_config(config)
+    heads = cfg.int_("num_attention_heads", minimum=1)
+    gemma = cfg.str_("model_type", "").startswith("gemma")
+    return ShardingLayout(
+        num_layers=cfg.int_("num_hidden_layers", minimum=1),
+        num_kv_heads=cfg.int_("num_key_value_heads", heads, minimum=1),
+        tie_word_embeddings=cfg.bool_("tie_word_embeddings", gemma),
+    )
+
+
+def worker_weights(
+    config: HFConfig,
+    parallel: Parallelism,
+    *,
+    dtype: str = "auto",
+    quantization: str | None = None,
+    tensors: tuple[TensorInfo, ...] | None = None,
+) -> WorkerWeights:
+    """Weight bytes on each worker: exact from ``tensors``, else estimated from config.json."""
+    size = served_dtype_bytes(config, dtype)
+    if tensors is not None and quantization is None:
+        totals = worker_weight_bytes(tensors, _layout(config), parallel, served_dtype_bytes=size)
+        return WorkerWeights(bytes_per_worker=totals, exact=True)
+    layout = checkpoint_quantization(config, quantization)
+    implied = checkpoint_tensors(config, quantization=layout)
+    totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
+    return WorkerWeights(bytes_per_worker=totals, exact=False)

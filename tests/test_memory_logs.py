@@ -1,0 +1,160 @@
+"""The fitted terms against public vLLM start-up logs (tests/data/memory_logs).
+
+Each record names its source URL (a vLLM start-up log or a report quoting the
+logged terms). The coefficients shipped in kvpure are refitted here from the
+``fit`` records, and the error on the ``holdout`` records (never used to fit)
+is recomputed and compared with the table in docs/memory-profile.md.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.estimate import (
+    COEFFICIENTS,
+    activation_gib,
+    fit_coefficients,
+    parse_version,
+)
+from kvpure.memory_profile.evaluation import cuda_graph_errors, kv_errors, summarize
+from kvpure.memory_profile.profile_logs import ProfileLog, load_profile_logs, parse_profile_log
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = load_profile_logs(ROOT / "tests" / "data" / "memory_logs")
+FIT = tuple(log for log in LOGS if log.split == "fit")
+HOLDOUT = tuple(log for log in LOGS if log.split == "holdout")
+
+
+def test_the_bundle_has_twenty_logs_each_with_a_public_source() -> None:
+    assert len(LOGS) >= 20
+    for log in LOGS:
+        assert log.source.startswith("https://github.com/"), log.name
+        assert log.kv_cache_gib is not None or log.activation_gib is not None, log.name
+
+
+def test_shipped_coefficients_are_the_fit_on_the_fit_split() -> None:
+    assert fit_coefficients(FIT) == COEFFICIENTS
+
+
+def test_held_out_error_matches_the_documented_table() -> None:
+    errors = kv_errors(HOLDOUT, COEFFICIENTS)
+    summary = summarize(errors)
+    doc = (ROOT / "docs" / "memory-profile.md").read_text()
+    row = re.search(
+        r"\| held out \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| (\d+) of (\d+) \|", doc
+    )
+    assert row is not None, "docs/memory-profile.md lost its error table"
+    assert int(row.group(1)) == summary.count >= 10
+    assert float(row.group(2)) == round(summary.median, 2)
+    assert float(row.group(3)) == round(summary.p90, 2)
+    assert float(row.group(4)) == round(summary.max, 2)
+    assert int(row.group(5)) == summary.within_band
+
+
+def test_held_out_logs_fall_in_the_band_and_the_band_is_narrow() -> None:
+    errors = kv_errors(HOLDOUT, COEFFICIENTS)
+    assert sum(e.within_band for e in errors) >= 0.9 * len(errors)
+    assert statistics.median(e.band_gib for e in errors) <= 0.5
+
+
+def test_the_estimate_beats_weights_plus_a_fixed_two_gib() -> None:
+    errors = kv_errors(HOLDOUT, COEFFICIENTS)
+    naive = []
+    for log, err in zip(
+        [h for h in HOLDOUT if h.name in {e.name for e in errors}], errors, strict=True
+    ):
+        assert log.weights_gib is not None
+        naive.append(abs(79.19 * 0.95 - log.weights_gib - 2.0 - err.logged_gib))
+    assert statistics.mean(abs(e.error_gib) for e in errors) < statistics.mean(naive) / 3
+
+
+def _qwen3(version: str) -> ProfileLog:
+    return next(
+        log for log in LOGS if log.model == "Qwen/Qwen3-14B" and log.vllm_version == version
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "logged"), [("0.16.0", 5.64), ("0.17.0", 2.23), ("0.18.0", 2.23)]
+)
+def test_activation_follows_the_sampler_change_in_0_17(version: str, logged: float) -> None:
+    log = _qwen3(version)
+    got = activation_gib(
+        COEFFICIENTS,
+        log.shape,
+        max_num_batched_tokens=log.max_num_batched_tokens,
+        max_num_seqs=log.max_num_seqs,
+        tp=1,
+        last_stage=True,
+        version=parse_version(version),
+    )
+    assert abs(got - logged) <= COEFFICIENTS.activation_band
+
+
+def test_versions_outside_the_fitted_range_are_refused() -> None:
+    for bad in ("0.14.1", "0.27.0", "latest"):
+        with pytest.raises(InvalidFieldError, match="vllm_version"):
+            parse_version(bad)
+
+
+def test_malformed_records_are_refused_by_name() -> None:
+    with pytest.raises(InvalidFieldError, match=r"x\.json"):
+        parse_profile_log("x.json", {"model": "m"})
+    record = {
+        "model": "m",
+        "vllm_version": "0.19.0",
+        "gpu": "g",
+        "total_gpu_memory_gib": 79.19,
+        "tensor_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "gpu_memory_utilization": 0.9,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 1024,
+        "quantization": "none",
+        "model_shape": {
+            "vocab_size": 1,
+            "hidden_size": 1,
+            "intermediate_size": 1,
+            "num_hidden_layers": 1,
+        },
+        "logged": {},
+        "split": "train",
+        "source": "https://github.com/x",
+    }
+    with pytest.raises(InvalidFieldError, match="split"):
+        parse_profile_log("y.json", record)
+
+
+def test_held_out_text_only_activation_is_within_its_band() -> None:
+    errors = []
+    for log in HOLDOUT:
+        if log.activation_gib is None or log.model == "google/gemma-3-4b-it":
+            continue
+        got = activation_gib(
+            COEFFICIENTS,
+            log.shape,
+            max_num_batched_tokens=log.max_num_batched_tokens,
+            max_num_seqs=log.max_num_seqs,
+            tp=log.tensor_parallel_size,
+            last_stage=log.pipeline_parallel_size == 1,
+            version=parse_version(log.vllm_version),
+        )
+        errors.append(abs(got - log.activation_gib))
+    assert len(errors) == 13
+    assert round(statistics.median(errors), 2) == 0.02
+    assert round(max(errors), 2) == 0.08 <= COEFFICIENTS.activation_band
+
+
+def test_held_out_cuda_graph_estimates_are_reported_as_documented() -> None:
+    # vLLM 0.19 logs the estimate without subtracting it; from 0.21 the same estimator
+    # (GPUModelRunner.profile_cudagraph_memory) is subtracted from the KV cache.
+    errors = cuda_graph_errors(HOLDOUT, COEFFICIENTS)
+    inside = sum(abs(e) <= COEFFICIENTS.cuda_graph_band + 0.005 for e in errors)
+    doc = (ROOT / "docs" / "memory-profile.md").read_text()
+    assert f"{inside} of {len(errors)} held-out CUDA-graph estimates" in doc
+    assert f"at most {max(abs(e) for e in errors):.2f} GiB off" in doc
