@@ -44,7 +44,7 @@ __all__ = ["CacheReplay", "ReplayResult", "replay"]
 
 
 def _ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(b.block_id for b in group) for group in blocks)
+    return tuple([tuple([b.block_id for b in group]) for group in blocks])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
