@@ -31,7 +31,7 @@ typecheck: $(EXT_STAMP)
 unit: $(EXT_STAMP)
 	$(VENV)/bin/pytest
 	# the pure-Python hashing path again, the extension switched off
-	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py
+	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py
 
 test: lint typecheck unit
 

@@ -16,10 +16,16 @@ from hypothesis import strategies as st
 
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError, TraceFieldError
-from kvpure.cache.events import MEDIUM_GPU, BlockRemoved, BlockStored, block_removed_on_gpu
+from kvpure.cache.events import (
+    MEDIUM_GPU,
+    BlockRemoved,
+    BlockStored,
+    block_removed_on_gpu,
+    blocks_removed_on_gpu,
+)
 from kvpure.cache.request import CacheRequest
 from kvpure.cache.trace_json import parse_trace
-from kvpure.free_queue import KVCacheBlock
+from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from kvpure.hashing import VLLM_0_26, HashRequest, HashScheme, maybe_convert_block_hash
 from kvpure.hashing.types import low_64_bits_of_each
 from tests.conftest import GOLDEN_026
@@ -146,3 +152,63 @@ def test_trace_token_ids_still_refuse_non_ints(bad: object) -> None:
     arrive["prompt_token_ids"][1] = bad
     with pytest.raises(TraceFieldError, match=r"prompt_token_ids\[1\]"):
         parse_trace(trace)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["pop", "append", "remove"]), st.integers(0, 9))))
+def test_free_block_ids_is_get_all_free_blocks_ids(ops: list[tuple[str, int]]) -> None:
+    blocks = [KVCacheBlock(i) for i in range(10)]
+    queue = FreeKVCacheBlockQueue(blocks)
+    for op, index in ops:
+        block = blocks[index]
+        if op == "pop" and queue.num_free_blocks:
+            queue.popleft()
+        elif op == "append" and not block.is_queued:
+            queue.append(block)
+        elif op == "remove" and block.is_queued:
+            queue.remove(block)
+        assert queue.free_block_ids() == tuple(b.block_id for b in queue.get_all_free_blocks())
+
+
+def test_blocks_removed_on_gpu_is_the_constructors_values() -> None:
+    pairs: list[tuple[int | bytes, int]] = [(5, 0), (b"\x01" * 16, 3), (2**64 - 1, 2**32 - 1)]
+    assert blocks_removed_on_gpu(pairs) == [
+        BlockRemoved(block_hashes=(h,), medium=MEDIUM_GPU, group_idx=g) for h, g in pairs
+    ]
+
+
+def test_pop_block_hash_is_block_hash_then_reset_hash() -> None:
+    block = KVCacheBlock(1)
+    assert block.pop_block_hash() is None
+    block.set_block_hash(b"key", 4)
+    assert block.pop_block_hash() == b"key"
+    assert block.block_hash is None
+    null = KVCacheBlock(0)
+    null.is_null = True
+    assert null.pop_block_hash() is None
+    assert null.is_null
+
+
+@pytest.mark.parametrize("use_int", [True, False])
+def test_eviction_events_in_both_hash_forms(use_int: bool) -> None:
+    pool = BlockPool(
+        num_gpu_blocks=6,
+        enable_caching=True,
+        hash_block_size=4,
+        enable_kv_cache_events=True,
+        use_int_block_hashes=use_int,
+    )
+    _, request = _pool_and_request(12)
+    blocks = pool.get_new_blocks(3)
+    pool.cache_full_blocks(request, blocks, 0, 3, 4, 0)
+    pool.take_events()
+    pool.free_blocks(list(reversed(blocks)))
+    pool.get_new_blocks(pool.get_num_free_blocks())
+    expected = [
+        BlockRemoved(
+            block_hashes=(maybe_convert_block_hash(h, use_int_block_hashes=use_int),),
+            medium=MEDIUM_GPU,
+            group_idx=0,
+        )
+        for h in reversed(request.block_hashes[:3])
+    ]
+    assert pool.take_events() == expected

@@ -112,6 +112,15 @@ class KVCacheBlock:
             return True
         return False
 
+    def pop_block_hash(self) -> bytes | None:
+        """The block's hash key, dropped from the block as :meth:`reset_hash` does; None
+        (the block unchanged) when it has none (the pool's eviction step, in one call)."""
+        entry = self._hash_entry
+        if type(entry) is tuple:
+            self._hash_entry = None
+            return entry[0]
+        return None
+
     def reset_hash(self) -> None:
         """Drop the block hash (when the block is evicted). The null flag stays."""
         if self._hash_entry is not _NULL:

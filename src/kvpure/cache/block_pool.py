@@ -13,6 +13,7 @@ Events (when enabled) queue up in order and are handed over by
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from typing import cast
 
@@ -23,7 +24,7 @@ from kvpure.cache.events import (
     BlockStored,
     ExtraKeys,
     KVCacheEvent,
-    block_removed_on_gpu,
+    blocks_removed_on_gpu,
 )
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
@@ -301,26 +302,36 @@ class BlockPool:
         lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop)."""
         # keyed by plain bytes here: each key is a hash with its group id appended
         cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
-        events = self.kv_event_queue if self.enable_kv_cache_events else None
-        to_external = self._to_external
+        removed: list[bytes] = []
         for block in blocks:
-            key = block.block_hash
+            key = block.pop_block_hash()
             if key is None:
                 continue
             holders = cache.get(key)
-            removed = holders is not None and holders.pop(block.block_id, None) is not None
-            if holders is not None and not holders:
+            if holders is None:
+                continue
+            if holders.pop(block.block_id, None) is not None:
+                removed.append(key)
+            if not holders:
                 del cache[key]
-            block.reset_hash()
-            if removed and events is not None:
-                # the key was built here as the hash and its 4-byte group id (get_block_hash
-                # and get_group_id, without their length check)
-                events.append(
-                    block_removed_on_gpu(
-                        to_external(key[:-GROUP_ID_NUM_BYTES]),
-                        int.from_bytes(key[-GROUP_ID_NUM_BYTES:], "big"),
-                    )
-                )
+        if removed and self.enable_kv_cache_events:
+            self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(removed)))
+
+    def _split_keys(self, keys: list[bytes]) -> Iterable[tuple[ExternalBlockHash, int]]:
+        """``(external form of the hash, group id)`` of each key (a hash and its 4-byte
+        group id: get_block_hash and get_group_id, without their length check)."""
+        size = len(keys[0])
+        if self.use_int_block_hashes and size >= 12 and len(set(map(len, keys))) == 1:
+            # the hash's low 64 bits and the group id, read in C for every key at once
+            return struct.iter_unpack(f">{size - 12}xQI", b"".join(keys))
+        to_external = self._to_external
+        return [
+            (
+                to_external(key[:-GROUP_ID_NUM_BYTES]),
+                int.from_bytes(key[-GROUP_ID_NUM_BYTES:], "big"),
+            )
+            for key in keys
+        ]
 
     # -- allocation --------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ bytes), chosen by the pool's ``use_int_block_hashes``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from kvpure.hashing import ExternalBlockHash
@@ -74,6 +74,24 @@ def block_removed_on_gpu(block_hash: ExternalBlockHash, group_idx: int) -> Block
     return event
 
 
+def blocks_removed_on_gpu(
+    removed: Iterable[tuple[ExternalBlockHash, int]],
+) -> list[BlockRemoved]:
+    """:func:`block_removed_on_gpu` of each ``(block_hash, group_idx)``, in order."""
+    events: list[BlockRemoved] = []
+    append = events.append
+    new, set_hashes, set_medium = _new_event, _set_removed_hashes, _set_removed_medium
+    set_group, set_locality = _set_removed_group, _set_removed_locality
+    for block_hash, group_idx in removed:
+        event: BlockRemoved = new(BlockRemoved)
+        set_hashes(event, (block_hash,))
+        set_medium(event, MEDIUM_GPU)
+        set_group(event, group_idx)
+        set_locality(event, None)
+        append(event)
+    return events
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AllBlocksCleared:
     """The prefix cache was reset."""
@@ -88,4 +106,5 @@ __all__ = [
     "BlockStored",
     "KVCacheEvent",
     "block_removed_on_gpu",
+    "blocks_removed_on_gpu",
 ]

@@ -109,7 +109,7 @@ class CacheReplay:
         """The pool's state."""
         pool = self.manager.block_pool
         return PoolSnapshot(
-            free_queue=tuple(b.block_id for b in pool.free_block_queue.get_all_free_blocks()),
+            free_queue=pool.free_block_queue.free_block_ids(),
             num_free_blocks=pool.get_num_free_blocks(),
             num_cached_hashes=pool.num_cached_hashes,
             usage=pool.get_usage(),
