@@ -24,6 +24,7 @@ from kvpure.cache.events import (
     blocks_removed_on_gpu,
 )
 from kvpure.cache.request import CacheRequest
+from kvpure.cache.trace import StepRecord, allocated_step
 from kvpure.cache.trace_json import parse_trace
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from kvpure.hashing import VLLM_0_26, HashRequest, HashScheme, maybe_convert_block_hash
@@ -212,3 +213,12 @@ def test_eviction_events_in_both_hash_forms(use_int: bool) -> None:
         for h in reversed(request.block_hashes[:3])
     ]
     assert pool.take_events() == expected
+
+
+def test_allocated_step_is_the_constructors_value() -> None:
+    ids = ((1, 2), ())
+    fast = allocated_step(3, ids)
+    assert fast == StepRecord(num_new_tokens=3, allocated=True, new_block_ids=ids)
+    assert repr(fast) == repr(StepRecord(num_new_tokens=3, allocated=True, new_block_ids=ids))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.allocated = False  # type: ignore[misc]  # frozen, as the constructor's value

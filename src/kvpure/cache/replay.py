@@ -36,6 +36,7 @@ from kvpure.cache.trace import (
     RetryOp,
     StepRecord,
     StepsOutcome,
+    allocated_step,
 )
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import VLLM_0_26, BlockHash, HashRequest, HashScheme
@@ -205,7 +206,7 @@ class CacheReplay:
         if new_blocks is None:
             return StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None)
         request.num_computed_tokens = computed + num_new
-        return StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))
+        return allocated_step(num_new, _ids(new_blocks))
 
     def run_pending(self, request: CacheRequest) -> list[StepRecord]:
         """Steps until the request has no uncomputed tokens or a step schedules nothing."""
