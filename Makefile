@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 # The optional C accelerator of prompt hashing, built in place (optional: without a
 # compiler or OpenSSL's headers kvpure hashes in pure Python).
 EXT_STAMP := src/kvpure/hashing/.chain-built
-$(EXT_STAMP): $(STAMP) src/kvpure/hashing/_chain.c setup.py
+$(EXT_STAMP): $(STAMP) $(wildcard src/kvpure/hashing/csrc/*) setup.py
 	-$(PY) setup.py -q build_ext --inplace
 	touch $(EXT_STAMP)
 
@@ -31,7 +31,7 @@ typecheck: $(EXT_STAMP)
 unit: $(EXT_STAMP)
 	$(VENV)/bin/pytest
 	# the pure-Python hashing path again, the extension switched off
-	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py
+	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py
 
 test: lint typecheck unit
 

@@ -7,13 +7,26 @@ kvpure then hashes in pure Python (``kvpure.hashing.accelerator.accelerated()`` 
 
 from setuptools import Extension, setup
 
+_CSRC = "src/kvpure/hashing/csrc"
+
 setup(
     ext_modules=[
         Extension(
             "kvpure.hashing._chain",
-            sources=["src/kvpure/hashing/_chain.c"],
+            sources=[
+                f"{_CSRC}/{unit}.c"
+                for unit in ("chain", "encode", "digest", "block_hasher", "decode")
+            ],
+            depends=[f"{_CSRC}/chain.h"],
             libraries=["crypto"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-fvisibility=hidden",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+            ],
             optional=True,
         )
     ]

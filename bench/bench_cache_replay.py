@@ -18,6 +18,11 @@ BASELINE: where vLLM 0.26.0 imports (its wheel unpacked on PYTHONPATH as in
 vLLM's own KVCacheManager via ``tools/vllm_oracle/cache_replay_vllm.py`` and
 the ratio kvpure/vLLM is printed (<= 1.0: kvpure at least as fast).
 
+The serving workload of issue 16 (prompts of 4,000 tokens, ``--requests N``, 1,000 by
+default, 10,000 in the issue) runs the engine calls alone through kvpure and, where it
+imports, vLLM's KVCacheManager on the same calls (``run_one(trace, records_wanted=False)``:
+events and stats taken after every op, no records), and prints kvpure/vLLM.
+
 Run: ``python bench/bench_cache_replay.py`` (``--quick`` for a smaller run).
 """
 
@@ -55,18 +60,27 @@ def _spec(kind: str, **extra: object) -> dict[str, object]:
     return spec
 
 
-def workload(num_blocks: int, num_requests: int, seed: int = 0) -> dict[str, Any]:
-    """A trace: shared system prompts, user turns, decodes, finishes (at most 32 live)."""
+def workload(
+    num_blocks: int, num_requests: int, seed: int = 0, prompt_tokens: int | None = None
+) -> dict[str, Any]:
+    """A trace: shared system prompts, user turns, decodes, finishes (at most 32 live).
+
+    Prompts are a system prompt (200-900 tokens) and a user turn (10-400 tokens); with
+    ``prompt_tokens``, a system prompt (500-3,000 tokens) and a user turn filling the
+    prompt to exactly that many tokens (the serving workload of issue 16)."""
     rng = random.Random(seed)
     max_model_len = 4096
-    systems = [[rng.randrange(32000) for _ in range(rng.randint(200, 900))] for _ in range(8)]
+    low, high = (200, 900) if prompt_tokens is None else (500, 3000)
+    systems = [[rng.randrange(32000) for _ in range(rng.randint(low, high))] for _ in range(8)]
     ops: list[dict[str, Any]] = []
     live: list[tuple[str, int]] = []
     for n in range(num_requests):
         if len(live) >= 32:
             rid, _ = live.pop(rng.randrange(len(live)))
             ops.append({"op": "finish", "request_id": rid})
-        prompt = rng.choice(systems) + [rng.randrange(32000) for _ in range(rng.randint(10, 400))]
+        system = rng.choice(systems)
+        user = rng.randint(10, 400) if prompt_tokens is None else prompt_tokens - len(system)
+        prompt = system + [rng.randrange(32000) for _ in range(user)]
         ops.append({"op": "arrive", "request_id": f"r{n}", "prompt_token_ids": prompt})
         live.append((f"r{n}", len(prompt)))
         rid, length = rng.choice(live)
@@ -153,15 +167,42 @@ def _cpu_best(fn: Callable[[], object], rounds: int) -> float:
     return best
 
 
-def _vllm_baseline() -> Callable[[dict[str, Any]], object] | None:
+def _vllm_baseline() -> Callable[[dict[str, Any], bool], object] | None:
+    """vLLM's ``run_one(trace, records_wanted)`` (tools/vllm_oracle), or None."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools" / "vllm_oracle"))
     try:
         import cache_replay_vllm  # type: ignore[import-not-found]  # optional, outside the package
         import vllm.v1.core.kv_cache_manager  # type: ignore[import-not-found]  # optional baseline  # noqa: F401
     except Exception:
         return None
-    run: Callable[[dict[str, Any]], object] = cache_replay_vllm.run_one
+    run: Callable[[dict[str, Any], bool], object] = cache_replay_vllm.run_one
     return run
+
+
+def _option(name: str, default: int) -> int:
+    """``--name N`` from the command line."""
+    if name in sys.argv:
+        return int(sys.argv[sys.argv.index(name) + 1])
+    return default
+
+
+def serving(baseline: Callable[[dict[str, Any], bool], object] | None) -> None:
+    """Issue 16's workload: requests of 4,000-token prompts, engine calls only, kvpure and
+    (where it imports) vLLM's KVCacheManager on the same call sequence; one round each,
+    interleaved twice (the best kept), as the workload is long."""
+    num_requests = _option("--requests", 100 if "--quick" in sys.argv else 1000)
+    trace = workload(16_384, num_requests, seed=2, prompt_tokens=4000)
+    kvpure_s = vllm_s = float("inf")
+    for _ in range(2):
+        kvpure_s = min(kvpure_s, _cpu_best(lambda: engine_steps(trace), 1))
+        if baseline is not None:
+            vllm_s = min(vllm_s, _cpu_best(lambda: baseline(trace, False), 1))
+    print(
+        f"serving: {num_requests} requests x 4,000 prompt tokens, {len(trace['ops'])} ops, "
+        f"16,384 blocks: kvpure {kvpure_s:.2f} s CPU"
+    )
+    if baseline is not None:
+        print(f"  vLLM's KVCacheManager {vllm_s:.2f} s CPU; kvpure/vLLM = {kvpure_s / vllm_s:.2f}")
 
 
 def main() -> None:
@@ -185,11 +226,12 @@ def main() -> None:
     if baseline is None:
         print("baseline: vLLM 0.26.0 not importable here (see tools/vllm_oracle/README.md)")
     else:
-        vllm_s = _cpu_best(lambda: baseline(record_trace), rounds)
+        vllm_s = _cpu_best(lambda: baseline(record_trace, True), rounds)
         print(
             f"replay with records, vLLM's KVCacheManager: {vllm_s:.3f} s CPU; "
             f"kvpure/vLLM = {replay_s / vllm_s:.2f}"
         )
+    serving(baseline)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak RSS: {peak_kib / 1024:.1f} MiB")
 

@@ -281,6 +281,17 @@ class FreeKVCacheBlockQueue:
             block = block.next_free_block  # type: ignore[assignment]  # queued
         return found
 
+    def free_block_ids(self) -> tuple[int, ...]:
+        """The ids of :meth:`get_all_free_blocks`, in one walk (a replay's snapshot)."""
+        root = self._root
+        ids: list[int] = []
+        append = ids.append
+        block: KVCacheBlock = root.next_free_block  # type: ignore[assignment]  # the ring is closed
+        while block is not root:
+            append(block.block_id)
+            block = block.next_free_block  # type: ignore[assignment]  # queued
+        return tuple(ids)
+
     def iter_blocks_after(self, cursor: KVCacheBlock | None) -> Iterator[KVCacheBlock]:
         """Yield the free blocks after ``cursor`` (from the front when None), in order.
 

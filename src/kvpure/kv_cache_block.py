@@ -103,6 +103,24 @@ class KVCacheBlock:
             )
         self._hash_entry = (block_hash, num_tokens)
 
+    def claim_hash(self, block_hash: bytes, num_tokens: int) -> bool:
+        """Give the block ``block_hash`` (as :meth:`set_block_hash`) if it has no hash and is
+        not the null block: True; else False, the block unchanged (the pool's per-block
+        step, which has checked ``num_tokens``)."""
+        if self._hash_entry is None:
+            self._hash_entry = (block_hash, num_tokens)
+            return True
+        return False
+
+    def pop_block_hash(self) -> bytes | None:
+        """The block's hash key, dropped from the block as :meth:`reset_hash` does; None
+        (the block unchanged) when it has none (the pool's eviction step, in one call)."""
+        entry = self._hash_entry
+        if type(entry) is tuple:
+            self._hash_entry = None
+            return entry[0]
+        return None
+
     def reset_hash(self) -> None:
         """Drop the block hash (when the block is evicted). The null flag stays."""
         if self._hash_entry is not _NULL:

@@ -25,7 +25,9 @@ from kvpure.cache.trace_json import parse_trace  # noqa: E402
 from kvpure.interop.planning import render_kv_cache_spec  # noqa: E402
 
 
-def run_one(trace_obj):
+def run_one(trace_obj, records_wanted=True):
+    """vLLM's records and final state; with ``records_wanted=False`` the same calls (events
+    and stats still taken after every op) without building records (the speed baseline)."""
     trace = parse_trace(trace_obj)
     rs = trace.replay
     os.environ["PYTHONHASHSEED"] = rs.pythonhashseed
@@ -201,6 +203,9 @@ def run_one(trace_obj):
         else:
             outcome = {"ok": manager.reset_prefix_cache()}
         stats = manager.make_prefix_cache_stats()
+        if not records_wanted:
+            manager.take_events()
+            continue
         records.append({
             "op": op, "request_id": rid, "outcome": outcome,
             "request": snapshot(req) if req is not None and rid in reqs else None,
@@ -209,6 +214,8 @@ def run_one(trace_obj):
                 k: getattr(stats, k) for k in ("reset", "requests", "queries", "hits", "preempted_requests",
                                                "preempted_queries", "preempted_hits")},
         })
+    if not records_wanted:
+        return {"records": [], "final_state": None}
     return {"records": records,
             "final_state": {"requests": {k: snapshot(r) for k, r in reqs.items()}, "pool": pool()}}
 

@@ -13,16 +13,18 @@ Events (when enabled) queue up in order and are handed over by
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.events import (
     MEDIUM_GPU,
     AllBlocksCleared,
-    BlockRemoved,
     BlockStored,
     ExtraKeys,
     KVCacheEvent,
+    blocks_removed_on_gpu,
 )
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
@@ -33,11 +35,14 @@ from kvpure.hashing import (
     ExternalBlockHash,
     VllmHashProfile,
     generate_block_hash_extra_keys,
-    get_block_hash,
-    get_group_id,
     make_block_hash_with_group_id,
-    maybe_convert_block_hash,
     resolve_block_hashes,
+)
+from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
+from kvpure.hashing.types import (
+    GROUP_ID_NUM_BYTES,
+    block_hash_converter,
+    low_64_bits_of_each,
 )
 
 __all__ = ["BlockPool"]
@@ -79,6 +84,18 @@ class BlockPool:
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self.kv_event_queue: list[KVCacheEvent] = []
+        self._to_external = block_hash_converter(use_int_block_hashes=use_int_block_hashes)
+        # group id -> the 4 bytes a hash key ends with (make_block_hash_with_group_id's)
+        self._group_suffixes: dict[int, bytes] = {}
+
+    def _group_suffix(self, group_id: int) -> bytes:
+        """What ``make_block_hash_with_group_id`` appends for ``group_id`` (checked once)."""
+        suffix = self._group_suffixes.get(group_id)
+        if suffix is None:
+            suffix = self._group_suffixes[group_id] = make_block_hash_with_group_id(
+                BlockHash(b""), group_id
+            )
+        return suffix
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -86,13 +103,33 @@ class BlockPool:
         self, block_hash: BlockHash, kv_cache_group_ids: Sequence[int]
     ) -> list[KVCacheBlock] | None:
         """The cached block of ``block_hash`` for each group, or None if any group misses."""
-        cache = self.cached_block_hash_to_block
+        # keyed by plain bytes here: each key is a hash with its group id appended
+        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
+        suffixes = self._group_suffixes
         found: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
-            blocks = cache.get(make_block_hash_with_group_id(block_hash, group_id))
+            suffix = suffixes.get(group_id)
+            if suffix is None:
+                suffix = self._group_suffix(group_id)
+            blocks = cache.get(block_hash + suffix)
             if not blocks:
                 return None
             found.append(next(iter(blocks.values())))
+        return found
+
+    def longest_cached_prefix(
+        self, block_hashes: Iterable[BlockHash], group_id: int
+    ) -> list[KVCacheBlock]:
+        """``get_cached_block(h, [group_id])[0]`` for each hash in order, up to the first
+        miss (one group's prefix hit, without a list per block)."""
+        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
+        suffix = self._group_suffix(group_id)
+        found: list[KVCacheBlock] = []
+        for block_hash in block_hashes:
+            holders = cache.get(block_hash + suffix)
+            if not holders:
+                break
+            found.append(next(iter(holders.values())))
         return found
 
     @property
@@ -114,17 +151,25 @@ class BlockPool:
     # -- caching ---------------------------------------------------------------------------
 
     def _external(self, block_hash: bytes) -> ExternalBlockHash:
-        return maybe_convert_block_hash(block_hash, use_int_block_hashes=self.use_int_block_hashes)
+        return self._to_external(block_hash)
 
     def _extra_keys(
         self, request: CacheRequest, block_indices: Iterable[int], block_size: int
     ) -> list[ExtraKeys]:
         keys: list[ExtraKeys] = []
         mm_idx = 0
+        hash_request = request.hash_request
+        # from the steady start on, vLLM's scan finds no multimodal item and no salt: every
+        # block has the steady keys, and the scan's index does not move
+        steady_start = steady_extra_keys_start(hash_request, block_size)
+        steady = None if steady_start is None else steady_extra_keys(self.profile, hash_request)
         for i in block_indices:
             start = i * block_size
+            if steady_start is not None and start >= steady_start:
+                keys.append(steady)
+                continue
             extra, mm_idx = generate_block_hash_extra_keys(
-                self.profile, request.hash_request, start, start + block_size, mm_idx
+                self.profile, hash_request, start, start + block_size, mm_idx
             )
             keys.append(extra)
         return keys
@@ -180,27 +225,42 @@ class BlockPool:
             )
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
         events = self.enable_kv_cache_events
-        new_hashes: list[ExternalBlockHash] = []
         stored_indices: list[int] = []
+        stored_hashes: list[bytes] = []
+        suffix = self._group_suffix(kv_cache_group_id)
+        # keyed by plain bytes here: each key is a hash with its group id appended
+        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
+        null = self.null_block  # the only block of this pool that is_null
+        index = num_cached_blocks - 1
         for i, blk in enumerate(new_full_blocks):
-            if blk.is_null or (block_mask is not None and not block_mask[i]):
+            index += 1
+            if blk is null or (block_mask is not None and not block_mask[i]):
                 continue
-            index = num_cached_blocks + i
             block_hash = block_hashes[index]
-            if blk.block_hash is not None:
+            key = block_hash + suffix
+            if not blk.claim_hash(key, (index + 1) * block_size):
+                if blk.is_null:  # a null block not this pool's: skipped as the null block is
+                    continue
                 raise CacheStateError(
                     operation="cache_full_blocks",
                     reason=f"block {blk.block_id} is already cached; only a partial block "
                     "could be promoted, and partial prefix-cache entries are not modelled",
                 )
-            key = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
-            blk.set_block_hash(key, num_tokens=(index + 1) * block_size)
-            self.cached_block_hash_to_block.setdefault(key, {})[blk.block_id] = blk
+            holders = cache.get(key)
+            if holders is None:
+                cache[key] = {blk.block_id: blk}
+            else:
+                holders[blk.block_id] = blk
             if events:
-                new_hashes.append(self._external(block_hash))
                 stored_indices.append(index)
+                stored_hashes.append(block_hash)
         if not events:
             return
+        new_hashes: list[ExternalBlockHash] = (
+            list(low_64_bits_of_each(stored_hashes))
+            if self.use_int_block_hashes
+            else list(stored_hashes)
+        )
         parent = (
             None if num_cached_blocks == 0 else self._external(block_hashes[num_cached_blocks - 1])
         )
@@ -237,28 +297,41 @@ class BlockPool:
             )
         )
 
-    def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
-        """Drop ``block``'s hash from the prefix cache (BlockRemoved); False if it had none."""
-        key = block.block_hash
-        if key is None:
-            return False
-        key = BlockHashWithGroupId(key)
-        blocks = self.cached_block_hash_to_block.get(key)
-        removed = blocks is not None and blocks.pop(block.block_id, None) is not None
-        if blocks is not None and not blocks:
-            del self.cached_block_hash_to_block[key]
-        block.reset_hash()
-        if not removed:
-            return False
-        if self.enable_kv_cache_events:
-            self.kv_event_queue.append(
-                BlockRemoved(
-                    block_hashes=(self._external(get_block_hash(key)),),
-                    medium=MEDIUM_GPU,
-                    group_idx=get_group_id(key),
-                )
+    def _evict_cached_blocks(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Drop each block's hash from the prefix cache, a BlockRemoved for each one that a
+        lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop)."""
+        # keyed by plain bytes here: each key is a hash with its group id appended
+        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
+        removed: list[bytes] = []
+        for block in blocks:
+            key = block.pop_block_hash()
+            if key is None:
+                continue
+            holders = cache.get(key)
+            if holders is None:
+                continue
+            if holders.pop(block.block_id, None) is not None:
+                removed.append(key)
+            if not holders:
+                del cache[key]
+        if removed and self.enable_kv_cache_events:
+            self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(removed)))
+
+    def _split_keys(self, keys: list[bytes]) -> Iterable[tuple[ExternalBlockHash, int]]:
+        """``(external form of the hash, group id)`` of each key (a hash and its 4-byte
+        group id: get_block_hash and get_group_id, without their length check)."""
+        size = len(keys[0])
+        if self.use_int_block_hashes and size >= 12 and len(set(map(len, keys))) == 1:
+            # the hash's low 64 bits and the group id, read in C for every key at once
+            return struct.iter_unpack(f">{size - 12}xQI", b"".join(keys))
+        to_external = self._to_external
+        return [
+            (
+                to_external(key[:-GROUP_ID_NUM_BYTES]),
+                int.from_bytes(key[-GROUP_ID_NUM_BYTES:], "big"),
             )
-        return True
+            for key in keys
+        ]
 
     # -- allocation --------------------------------------------------------------------------
 
@@ -271,9 +344,9 @@ class BlockPool:
                 f"({self.get_num_free_blocks()} free)",
             )
         blocks = self.free_block_queue.popleft_n(num_blocks)
+        if self.enable_caching:
+            self._evict_cached_blocks(blocks)
         for block in blocks:
-            if self.enable_caching:
-                self._maybe_evict_cached_block(block)
             block.ref_cnt += 1
         return blocks
 
@@ -294,10 +367,16 @@ class BlockPool:
         """
         with_hash: list[KVCacheBlock] = []
         without_hash: list[KVCacheBlock] = []
+        keep_hashed = with_hash.append
+        keep_plain = without_hash.append
         for block in ordered_blocks:
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0 and not block.is_null:
-                (without_hash if block.block_hash is None else with_hash).append(block)
+            count = block.ref_cnt - 1
+            block.ref_cnt = count
+            if count == 0 and not block.is_null:
+                if block.block_hash is None:
+                    keep_plain(block)
+                else:
+                    keep_hashed(block)
         self.free_block_queue.prepend_n(without_hash)
         self.free_block_queue.append_n(with_hash)
 

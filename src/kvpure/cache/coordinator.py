@@ -164,6 +164,12 @@ class KVCacheCoordinator:
             )
             for i, g in enumerate(groups)
         )
+        # the managers that keep per-step state (Mamba); the others' step hook does nothing
+        self._stepped = tuple(
+            m
+            for m in self.managers
+            if type(m).new_step_starts is not SingleTypeKVCacheManager.new_step_starts
+        )
         self.spec_groups: list[_SpecGroup] = []
         if not enable_caching:
             self.kind = "KVCacheCoordinatorNoPrefixCache"
@@ -209,8 +215,9 @@ class KVCacheCoordinator:
         apply_admission_cap: bool = False,
     ) -> int:
         """Blocks all groups together need from the pool."""
-        return sum(
-            manager.get_num_blocks_to_allocate(
+        total = 0
+        for i, manager in enumerate(self.managers):
+            total += manager.get_num_blocks_to_allocate(
                 request_id,
                 num_tokens,
                 new_computed_blocks[i],
@@ -219,8 +226,7 @@ class KVCacheCoordinator:
                 num_tokens_main_model,
                 apply_admission_cap,
             )
-            for i, manager in enumerate(self.managers)
-        )
+        return total
 
     def allocate_new_computed_blocks(
         self,
@@ -241,8 +247,10 @@ class KVCacheCoordinator:
     ) -> tuple[list[KVCacheBlock], ...]:
         """New blocks in every group for ``num_tokens`` slots."""
         return tuple(
-            m.allocate_new_blocks(request_id, num_tokens, num_tokens_main_model)
-            for m in self.managers
+            [
+                m.allocate_new_blocks(request_id, num_tokens, num_tokens_main_model)
+                for m in self.managers
+            ]
         )
 
     def cache_blocks(self, request: CacheRequest, num_computed_tokens: int) -> None:
@@ -277,7 +285,7 @@ class KVCacheCoordinator:
 
     def new_step_starts(self) -> None:
         """A scheduling step begins."""
-        for manager in self.managers:
+        for manager in self._stepped:
             manager.new_step_starts()
 
     # -- cache hits -------------------------------------------------------------------------

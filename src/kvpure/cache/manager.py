@@ -99,6 +99,9 @@ class KVCacheManager:
         self.block_pool = self.coordinator.block_pool
         self.kv_cache_config = kv_cache_config
         self.watermark_blocks = int(watermark * kv_cache_config.num_blocks)
+        self._no_hit_blocks: tuple[tuple[KVCacheBlock, ...], ...] = tuple(
+            () for _ in self.coordinator.managers
+        )
         self.event_metadata = tuple(
             (
                 get_kv_cache_spec_kind(g.kv_cache_spec).value,
@@ -174,12 +177,11 @@ class KVCacheManager:
                 "external computed tokens",
             )
         coordinator = self.coordinator
-        empty = new_computed_blocks is None or not any(new_computed_blocks)
-        hit_blocks: Sequence[Sequence[KVCacheBlock]] = (
-            tuple(() for _ in coordinator.managers)
-            if new_computed_blocks is None
-            else new_computed_blocks
-        )
+        hit_blocks: Sequence[Sequence[KVCacheBlock]]
+        if new_computed_blocks is None:
+            empty, hit_blocks = True, self._no_hit_blocks
+        else:
+            empty, hit_blocks = not any(new_computed_blocks), new_computed_blocks
         num_local = request.num_computed_tokens + num_new_computed_tokens
         total_computed = min(num_local, self.max_model_len)
         watermark = 0

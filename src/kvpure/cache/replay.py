@@ -36,6 +36,7 @@ from kvpure.cache.trace import (
     RetryOp,
     StepRecord,
     StepsOutcome,
+    allocated_step,
 )
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import VLLM_0_26, BlockHash, HashRequest, HashScheme
@@ -44,7 +45,7 @@ __all__ = ["CacheReplay", "ReplayResult", "replay"]
 
 
 def _ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(b.block_id for b in group) for group in blocks)
+    return tuple([tuple([b.block_id for b in group]) for group in blocks])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,7 +110,7 @@ class CacheReplay:
         """The pool's state."""
         pool = self.manager.block_pool
         return PoolSnapshot(
-            free_queue=tuple(b.block_id for b in pool.free_block_queue.get_all_free_blocks()),
+            free_queue=pool.free_block_queue.free_block_ids(),
             num_free_blocks=pool.get_num_free_blocks(),
             num_cached_hashes=pool.num_cached_hashes,
             usage=pool.get_usage(),
@@ -205,7 +206,7 @@ class CacheReplay:
         if new_blocks is None:
             return StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None)
         request.num_computed_tokens = computed + num_new
-        return StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))
+        return allocated_step(num_new, _ids(new_blocks))
 
     def run_pending(self, request: CacheRequest) -> list[StepRecord]:
         """Steps until the request has no uncomputed tokens or a step schedules nothing."""

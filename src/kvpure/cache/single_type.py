@@ -250,13 +250,18 @@ class FullAttentionManager(SingleTypeKVCacheManager):
                 reason="fine-grained (partial-block) cache hits are not modelled",
             )
         hashes = resolve_block_hashes(block_hashes, pool.hash_block_size, block_size)
-        computed: HitBlocks = tuple([] for _ in kv_cache_group_ids)
-        for block_hash in itertools.islice(hashes, max_length // block_size):
-            cached = pool.get_cached_block(block_hash, kv_cache_group_ids)
-            if not cached:
-                break
-            for blocks, block in zip(computed, cached, strict=True):
-                blocks.append(block)
+        candidates = itertools.islice(hashes, max_length // block_size)
+        computed: HitBlocks
+        if len(kv_cache_group_ids) == 1:  # one group: the pool's loop
+            computed = (pool.longest_cached_prefix(candidates, kv_cache_group_ids[0]),)
+        else:
+            computed = tuple([] for _ in kv_cache_group_ids)
+            for block_hash in candidates:
+                cached = pool.get_cached_block(block_hash, kv_cache_group_ids)
+                if not cached:
+                    break
+                for blocks, block in zip(computed, cached, strict=True):
+                    blocks.append(block)
         hit_length = len(computed[0]) * block_size
         if drop_eagle_block and hit_length > 0:
             hit_length -= min(alignment_tokens, block_size)

@@ -7,6 +7,7 @@ The replay answers one :class:`OpRecord` per op and a final state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvpure.cache.events import KVCacheEvent
@@ -116,6 +117,22 @@ class StepRecord:
     num_new_tokens: int
     allocated: bool | None
     new_block_ids: BlockIds | None
+
+
+_step_slots = vars(StepRecord)  # its slot descriptors, by field name
+_set_step_tokens: Callable[[object, object], None] = _step_slots["num_new_tokens"].__set__
+_set_step_allocated: Callable[[object, object], None] = _step_slots["allocated"].__set__
+_set_step_ids: Callable[[object, object], None] = _step_slots["new_block_ids"].__set__
+
+
+def allocated_step(num_new_tokens: int, new_block_ids: BlockIds) -> StepRecord:
+    """``StepRecord(num_new_tokens=..., allocated=True, new_block_ids=...)``, the same value,
+    built without the dataclass's per-field ``object.__setattr__`` (one per decode step)."""
+    step: StepRecord = object.__new__(StepRecord)
+    _set_step_tokens(step, num_new_tokens)
+    _set_step_allocated(step, True)
+    _set_step_ids(step, new_block_ids)
+    return step
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

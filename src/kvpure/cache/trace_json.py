@@ -78,10 +78,13 @@ def _field(obj: Mapping[str, Any], path: str, key: str, kind: str, default: Any 
     return value
 
 
+_JUST_INT = {int}
+
+
 def _token_ids(obj: Mapping[str, Any], path: str, key: str) -> tuple[int, ...]:
     values = _field(obj, path, key, "list")
-    if all(type(token) is int for token in values) and (not values or min(values) >= 0):
-        return tuple(values)
+    if not values or (set(map(type, values)) == _JUST_INT and min(values) >= 0):
+        return tuple(values)  # every token an exact int (C-speed check), none negative
     for i, token in enumerate(values):
         if not _is("int", token) or token < 0:
             raise TraceFieldError(

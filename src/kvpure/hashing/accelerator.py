@@ -9,19 +9,29 @@ tuple, a lone surrogate, a pickle payload near pickle's 64 KiB frame, a caller's
 pickle's memo would share with the parent); the caller then runs the pure-Python path,
 which stays the reference. :func:`set_enabled` is the one switch (the CLI reads
 ``KVPURE_NO_EXTENSION=1`` and calls it); :func:`accelerated` says which path runs.
+
+The decoding path has two more entry points with the same rule: :func:`one_block_hasher`
+wraps kvpure's Python one-block hasher in a C one (the extra keys encoded once) that hands
+every input it does not handle to the Python one, and :func:`install_decode_append` gives
+``RequestBlockHashes`` a C ``append_output_token_ids`` that runs the Python method for
+every call it does not handle. Both read the switch on every call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import TypeVar, cast
 
 import xxhash
 
 __all__ = [
     "accelerated",
     "available",
+    "compiled_hash_blocks",
     "hash_prompt_blocks",
+    "install_decode_append",
+    "one_block_hasher",
     "set_enabled",
     "set_native_xxhash",
     "xxhash_route",
@@ -57,6 +67,8 @@ def set_enabled(enabled: bool) -> bool:
     """Switch the extension on or off for this process; returns whether it is now in use
     (never where it is not built)."""
     _state["enabled"] = enabled and _CHAIN is not None
+    if _CHAIN is not None:
+        _CHAIN.set_enabled(_state["enabled"])
     return _state["enabled"]
 
 
@@ -69,6 +81,18 @@ def xxhash_route() -> str | None:
 def set_native_xxhash(enabled: bool) -> str | None:
     """Use libxxhash.so.0 where loaded (True) or the xxhash package (False); returns the route."""
     return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
+
+
+CompiledHashBlocks = Callable[
+    [str, bytes, Sequence[int], int, Sequence[tuple[object, ...] | None]], list[bytes] | None
+]
+
+
+def compiled_hash_blocks() -> CompiledHashBlocks | None:
+    """The extension's ``hash_blocks`` itself, which takes the algorithm's name and has the
+    contract of :func:`hash_prompt_blocks` (None while switched off), for a caller that
+    saves the wrapper's call; None where the extension is not built."""
+    return None if _CHAIN is None else cast("CompiledHashBlocks", _CHAIN.hash_blocks)
 
 
 def hash_prompt_blocks(
@@ -85,3 +109,29 @@ def hash_prompt_blocks(
         return None
     result: list[bytes] | None = chain.hash_blocks(code, parent, token_ids, block_size, extra_keys)
     return result
+
+
+_Hasher = TypeVar("_Hasher", bound=Callable[[bytes, Sequence[int]], bytes])
+
+
+def one_block_hasher(
+    algo_name: str, block_size: int, extra_keys: object, fallback: _Hasher
+) -> _Hasher:
+    """A C hasher of one block of ``block_size`` tokens with ``extra_keys`` (encoded once)
+    that calls ``fallback`` for every input it does not handle or while switched off; or
+    ``fallback`` itself where the extension is not built or cannot encode the extra keys."""
+    chain = _CHAIN
+    code = _ALGORITHM_CODES.get(algo_name)
+    if chain is None or code is None:
+        return fallback
+    native = chain.one_block_hasher(code, block_size, extra_keys, fallback)
+    return fallback if native is None else cast("_Hasher", native)
+
+
+def install_decode_append(cls: type, python_append: object, default_chain_hasher: object) -> bool:
+    """Give ``cls`` (``RequestBlockHashes``) the C ``append_output_token_ids``, which runs
+    ``python_append`` for every call it does not handle; False where not built."""
+    if _CHAIN is None:
+        return False
+    _CHAIN.install_decode_append(cls, python_append, default_chain_hasher)
+    return True

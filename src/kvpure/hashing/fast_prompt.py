@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 import xxhash
 
 from kvpure.errors import InvalidFieldError
-from kvpure.hashing.accelerator import hash_prompt_blocks
+from kvpure.hashing.accelerator import compiled_hash_blocks
+from kvpure.hashing.accelerator import one_block_hasher as accelerated_one_block_hasher
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
 from kvpure.hashing.cbor import cbor_head
@@ -57,6 +58,7 @@ _FEW_PICKLE_BLOCKS = 4  # up to this many blocks, slicing beats setting up zip
 _USES_CBOR: dict[str, bool] = {a: a.uses_cbor for a in HashAlgorithm}
 """Whether each algorithm serialises with CBOR, keyed for the hot path (a member or its name)."""
 
+_COMPILED = compiled_hash_blocks()
 _SHA256 = hashlib.sha256
 _XXH3_128 = xxhash.xxh3_128_digest
 _PICKLE_DUMPS = pickle.dumps
@@ -103,8 +105,18 @@ def one_block_hasher(
     ``f(parent, tokens)`` is vLLM's ``hash_fn((parent, tuple(tokens), extra_keys))``, for
     every input. For CBOR the extra keys are encoded once, here (they must not change
     while ``f`` is used: kvpure's own extra keys are tuples of strings and ints); for
-    pickle ``f`` is vLLM's expression itself. Decoding builds it once per request.
+    pickle ``f`` is vLLM's expression itself. Decoding builds it once per request. Where the
+    C extension is built, ``f`` is its one-block hasher, which hands every input it does not
+    handle to the Python one.
     """
+    python_hasher = _python_one_block_hasher(algo_name, block_size, extra_keys)
+    return accelerated_one_block_hasher(algo_name, block_size, extra_keys, python_hasher)
+
+
+def _python_one_block_hasher(
+    algo_name: str, block_size: int, extra_keys: tuple[object, ...] | None
+) -> OneBlockHasher:
+    """The reference of :func:`one_block_hasher`, in Python."""
     cbor = _check_algo(algo_name)
     digest = HashAlgorithm.from_name(algo_name).digest
     if not cbor:
@@ -198,9 +210,10 @@ def fast_hash_token_blocks(
     :class:`~kvpure.hashing.algorithms.HashAlgorithm` (a member or its name). The result is
     byte-identical to hashing block by block.
     """
-    accelerated = hash_prompt_blocks(algo_name, parent, token_ids, block_size, extra_keys)
-    if accelerated is not None:  # the compiled chain handled it, byte for byte
-        return accelerated
+    if _COMPILED is not None:  # the extension's hash_blocks (None when off or not handled)
+        accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
+        if accelerated is not None:  # the compiled chain handled it, byte for byte
+            return accelerated
     num_blocks = len(extra_keys)
     if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
         block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])

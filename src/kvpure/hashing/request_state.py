@@ -12,6 +12,7 @@ from typing import Any, cast, overload
 
 from pyrsistent import PVector, pvector
 
+from kvpure.hashing.accelerator import install_decode_append
 from kvpure.hashing.block_hasher import (
     NO_BLOCK_HASHES,
     TokenBlockChainHasher,
@@ -59,9 +60,11 @@ _Chunks = tuple[object, ...]
 """Token blocks appended after the first hashed tokens, newest first, as nested pairs
 ``(rest, block)`` (``()`` when none): one pair per hashed block, joined when read."""
 
-_Hashed = tuple[_RequestContext, int, PVector[BlockHash], PVector[int], _Chunks, int]
+_Hashed = tuple[_RequestContext, int, PVector[BlockHash], Sequence[int], _Chunks, int]
 """The hashed blocks of a request state, shared by the states until the next block:
-``(context, block_size, block_hashes, first_token_ids, chunks, num_hashed_tokens)``."""
+``(context, block_size, block_hashes, first_token_ids, chunks, num_hashed_tokens)``;
+``first_token_ids`` is a PVector or a tuple (a prompt's: building a PVector of a long
+prompt costs as much as hashing it, so it is built when ``all_token_ids`` is read)."""
 
 _State = tuple[Any, ...]
 """A request state: its hashed blocks and the tokens after them, newest first, as a
@@ -91,6 +94,8 @@ def _pending_tokens(node: _State) -> list[int]:
 
 def _hashed_token_ids(hashed: _Hashed) -> PVector[int]:
     first, chunks = hashed[3], hashed[4]
+    if not isinstance(first, PVector):
+        first = pvector(first)
     if not chunks:
         return first
     blocks: list[tuple[int, ...]] = []
@@ -136,12 +141,15 @@ class RequestBlockHashes:
             block_size=block_size,
             plan=_decode_plan(scheme, request),
         )
-        tokens: PVector[int] = (
-            all_token_ids if isinstance(all_token_ids, PVector) else pvector(all_token_ids)
-        )
+        if not isinstance(all_token_ids, PVector | list | tuple):
+            all_token_ids = pvector(all_token_ids)  # any other sequence, read once
         start = len(block_hashes) * block_size
-        pending = tokens[start:]
-        first = tokens[:start] if pending else tokens
+        pending = all_token_ids[start:]
+        first: Sequence[int]  # a PVector as given, else a tuple (made a PVector when read)
+        if isinstance(all_token_ids, PVector):
+            first = all_token_ids[:start] if pending else all_token_ids
+        else:
+            first = tuple(all_token_ids[:start] if pending else all_token_ids)
         hashed: _Hashed = (context, block_size, block_hashes, first, (), len(first))
         object.__setattr__(self, "_state", _state_of(hashed, pending))
 
@@ -198,7 +206,7 @@ class RequestBlockHashes:
         chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
     ) -> RequestBlockHashes:
         """The state right after vLLM builds the request (prompt blocks hashed)."""
-        tokens: PVector[int] = pvector(request.prompt_token_ids_for_hashing)
+        tokens = request.prompt_token_ids_for_hashing  # a tuple: hashed and split as it is
         hashes = extend_block_hashes(
             scheme, request, tokens, NO_BLOCK_HASHES, chain_hasher=chain_hasher
         )
@@ -325,3 +333,11 @@ def _rebuild(
 _FAST = fast_hash_token_blocks
 _new_object = object.__new__
 _set_field = object.__setattr__
+
+# Where the C extension is built, append_output_token_ids becomes its C body, which does
+# what the method above does for one int or a list/tuple of tokens whose new full blocks all
+# have the steady extra keys, and calls the method above for everything else (and while the
+# extension is switched off).
+install_decode_append(
+    RequestBlockHashes, RequestBlockHashes.__dict__["append_output_token_ids"], _FAST
+)

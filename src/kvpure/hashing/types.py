@@ -8,6 +8,9 @@ same bytes vLLM builds, so keys computed here can be compared with vLLM's.
 
 from __future__ import annotations
 
+import sys
+from array import array
+from collections.abc import Callable, Sequence
 from typing import NewType
 
 from kvpure.errors import InvalidFieldError
@@ -25,6 +28,7 @@ ExternalBlockHash = bytes | int
 GROUP_ID_NUM_BYTES = 4
 _MAX_GROUP_ID = (1 << (8 * GROUP_ID_NUM_BYTES)) - 1
 _LOW_64_BITS = (1 << 64) - 1
+_WORD = array("Q")
 
 
 def make_block_hash_with_group_id(block_hash: bytes, group_id: int) -> BlockHashWithGroupId:
@@ -65,6 +69,38 @@ def maybe_convert_block_hash(
     unsigned int; otherwise the raw bytes. The choice is a parameter here: kvpure
     never reads the environment.
     """
-    if not use_int_block_hashes:
-        return block_hash
+    return block_hash_converter(use_int_block_hashes=use_int_block_hashes)(block_hash)
+
+
+def _low_64_bits(block_hash: bytes) -> int:
     return int.from_bytes(block_hash, "big") & _LOW_64_BITS
+
+
+def _as_given(block_hash: bytes) -> ExternalBlockHash:
+    return block_hash
+
+
+def low_64_bits_of_each(block_hashes: Sequence[bytes]) -> list[int]:
+    """``[maybe_convert_block_hash(h) for h in block_hashes]`` (the int form), in bulk.
+
+    Where every hash has the same length, a multiple of 8 bytes, the hashes are joined
+    and read as native 64-bit words in C; the last word of each, byte-swapped to
+    big-endian, is its low 64 bits. Otherwise one by one.
+    """
+    if not block_hashes:
+        return []
+    size = len(block_hashes[0])
+    if size % 8 or size == 0 or _WORD.itemsize != 8 or len(set(map(len, block_hashes))) != 1:
+        return [_low_64_bits(h) for h in block_hashes]
+    words = array("Q", b"".join(block_hashes))
+    if sys.byteorder == "little":
+        words.byteswap()
+    step = size // 8
+    return words[step - 1 :: step].tolist()
+
+
+def block_hash_converter(
+    *, use_int_block_hashes: bool = True
+) -> Callable[[bytes], ExternalBlockHash]:
+    """:func:`maybe_convert_block_hash` with its choice made once (for loops over blocks)."""
+    return _low_64_bits if use_int_block_hashes else _as_given

@@ -1,0 +1,296 @@
+/* kvpure.hashing._chain: a prompt's chain, and the module.
+ *
+ * hash_blocks(algo, parent, token_ids, block_size, extra_keys) returns the digest of every
+ * block, byte-identical to vLLM's hash_fn((parent_i, tuple(tokens_i), extra_keys[i])) with
+ * parent_0 = parent and parent_i the digest of block i - 1; or None for any input it does
+ * not handle (see chain.h), and the caller then runs kvpure's pure-Python path. token_ids and
+ * extra_keys are lists or tuples.
+ *
+ * The work runs in three phases so that no Python code can run while borrowed pointers are
+ * in use: (1) every token is read into a C array, (2) every block's extra keys are encoded
+ * into one buffer (no callbacks: only type checks and UTF-8 reads), (3) the chain loop reads
+ * C memory only; its one possible callback is the Python xxhash function where the native
+ * XXH3 is not available.
+ */
+#include "chain.h"
+
+int accel_enabled = 1;
+
+#define SMALL_TOKENS 512
+#define SMALL_BLOCKS 16
+#define SMALL_PAYLOAD 8192
+
+/* ---------------------------------------------------------------- the chain */
+
+typedef struct {
+    int algo;
+    int cbor;
+    size_t digest_size;
+    Py_ssize_t block_size;
+    Py_ssize_t num_blocks;
+    int64_t *tokens;     /* num_blocks * block_size values */
+    Buf extras;          /* every block's encoded extra keys, back to back */
+    size_t *extra_start; /* per block: offset and length in `extras` */
+    size_t *extra_len;
+    size_t max_extra;
+    /* a few blocks (decoding) use these instead of the heap */
+    int64_t small_tokens[SMALL_TOKENS];
+    size_t small_start[SMALL_BLOCKS];
+    size_t small_len[SMALL_BLOCKS];
+} Chain;
+
+static void
+chain_free(Chain *c)
+{
+    if (c->tokens != c->small_tokens) {
+        PyMem_Free(c->tokens);
+    }
+    PyMem_Free(c->extras.data);
+    if (c->extra_start != c->small_start) {
+        PyMem_Free(c->extra_start);
+        PyMem_Free(c->extra_len);
+    }
+}
+
+/* Phase 1: every token's value. */
+static int
+read_tokens(Chain *c, PyObject *token_ids)
+{
+    Py_ssize_t count = c->num_blocks * c->block_size;
+    PyObject **items = PySequence_Fast_ITEMS(token_ids);
+    c->tokens = count <= SMALL_TOKENS ? c->small_tokens
+                                      : PyMem_Malloc(sizeof(int64_t) * (size_t)count);
+    if (c->tokens == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = items[i];
+        if (!PyLong_CheckExact(item)) {
+            return UNSUPPORTED;
+        }
+        int status = read_int(item, &c->tokens[i]);
+        if (status != OK) {
+            return status;
+        }
+    }
+    return OK;
+}
+
+/* Phase 2: every block's extra keys, each run of the same object encoded once. */
+static int
+encode_extras(Chain *c, PyObject *extras, PyObject *parent, PyObject *token_ids)
+{
+    Py_ssize_t n = c->num_blocks;
+    PyObject **items = PySequence_Fast_ITEMS(extras);
+    if (n <= SMALL_BLOCKS) {
+        c->extra_start = c->small_start;
+        c->extra_len = c->small_len;
+    }
+    else {
+        c->extra_start = PyMem_Malloc(sizeof(size_t) * (size_t)n);
+        c->extra_len = PyMem_Malloc(sizeof(size_t) * (size_t)n);
+    }
+    if (c->extra_start == NULL || c->extra_len == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    /* Block 0's tokens are the caller's tuple itself where it is exactly one block (as
+     * tuple(t[0:len(t)]) is t); a later block's parent and tokens are new objects. */
+    int whole_tuple = PyTuple_CheckExact(token_ids) && PyTuple_GET_SIZE(token_ids) == c->block_size;
+    Memo memo;
+    PyObject *previous = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *extra = items[i];
+        if (i > 0 && extra == previous) {
+            c->extra_start[i] = c->extra_start[i - 1];
+            c->extra_len[i] = c->extra_len[i - 1];
+            continue;
+        }
+        size_t start = c->extras.len;
+        int status;
+        if (c->cbor) {
+            status = encode_cbor(&c->extras, extra, 0);
+        }
+        else {
+            memo.objects[0] = i == 0 ? parent : NULL;
+            memo.objects[1] = i == 0 && whole_tuple ? token_ids : NULL;
+            memo.count = 2;
+            status = encode_pickle(&c->extras, extra, &memo, 0);
+        }
+        if (status != OK) {
+            return status;
+        }
+        c->extra_start[i] = start;
+        c->extra_len[i] = c->extras.len - start;
+        if (c->extra_len[i] > c->max_extra) {
+            c->max_extra = c->extra_len[i];
+        }
+        previous = extra;
+    }
+    return OK;
+}
+
+/* Phase 3: the chain. Returns a new list, or NULL with an exception set. */
+static PyObject *
+run_chain(const Chain *c, PyObject *parent, unsigned char *payload)
+{
+    PyObject *result = PyList_New(c->num_blocks);
+    if (result == NULL) {
+        return NULL;
+    }
+    unsigned char md[32];
+    const unsigned char *previous = (const unsigned char *)PyBytes_AS_STRING(parent);
+    size_t previous_len = (size_t)PyBytes_GET_SIZE(parent);
+    for (Py_ssize_t i = 0; i < c->num_blocks; i++) {
+        size_t n = build_payload(c->cbor, previous, previous_len, c->tokens + i * c->block_size,
+                                 c->block_size, c->extras.data + c->extra_start[i],
+                                 c->extra_len[i], payload);
+        if (block_digest(c->algo, payload, n, md) != OK) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyObject *digest = PyBytes_FromStringAndSize((const char *)md, (Py_ssize_t)c->digest_size);
+        if (digest == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, i, digest);
+        previous = (const unsigned char *)PyBytes_AS_STRING(digest);
+        previous_len = c->digest_size;
+    }
+    return result;
+}
+
+/* An algorithm's code from its name (a str, or a str enum member); -1 for anything else. */
+static int
+algo_code(PyObject *name)
+{
+    static const char *names[] = {"sha256", "sha256_cbor", "xxhash", "xxhash_cbor"};
+    if (!PyUnicode_Check(name)) {
+        return -1;
+    }
+    for (int code = 0; code < 4; code++) {
+        if (PyUnicode_CompareWithASCIIString(name, names[code]) == 0) {
+            return code;
+        }
+    }
+    return -1;
+}
+
+/* hash_blocks(algo, parent, token_ids, block_size, extra_keys) -> list[bytes] | None, `algo`
+ * a code or a name */
+static PyObject *
+hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 arguments");
+        return NULL;
+    }
+    PyObject *parent = args[1], *token_ids = args[2], *extras = args[4];
+    int algo = PyLong_CheckExact(args[0]) ? (int)PyLong_AsLong(args[0]) : algo_code(args[0]);
+    Py_ssize_t block_size = PyLong_CheckExact(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
+    if (PyErr_Occurred()) {
+        PyErr_Clear(); /* an out-of-range number: not handled here */
+        Py_RETURN_NONE;
+    }
+    if (!accel_enabled || algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || block_size < 1 ||
+        !PyBytes_CheckExact(parent) ||
+        !(PyList_CheckExact(token_ids) || PyTuple_CheckExact(token_ids)) ||
+        !(PyList_CheckExact(extras) || PyTuple_CheckExact(extras)) || !digest_ready(algo)) {
+        Py_RETURN_NONE;
+    }
+    Chain c; /* not zeroed whole: the small arrays are written before they are read */
+    c.tokens = NULL;
+    c.extras = (Buf){0};
+    c.extra_start = c.extra_len = NULL;
+    c.max_extra = 0;
+    c.algo = algo;
+    c.cbor = algo_uses_cbor(algo);
+    c.digest_size = digest_size(algo);
+    c.block_size = block_size;
+    c.num_blocks = PySequence_Fast_GET_SIZE(extras);
+    if (c.num_blocks > 0 && block_size > PySequence_Fast_GET_SIZE(token_ids) / c.num_blocks) {
+        Py_RETURN_NONE; /* too few tokens: the Python path raises kvpure's error */
+    }
+    PyObject *result = NULL;
+    unsigned char small_payload[SMALL_PAYLOAD];
+    unsigned char *payload = NULL;
+    int status = read_tokens(&c, token_ids);
+    if (status == OK) {
+        status = encode_extras(&c, extras, parent, token_ids);
+    }
+    if (status == OK) {
+        size_t longest = payload_bound((size_t)PyBytes_GET_SIZE(parent), block_size, c.max_extra);
+        if (!c.cbor && longest >= MAX_FRAME) {
+            status = UNSUPPORTED; /* the pickler might split its frame */
+        }
+        else if ((payload = longest <= SMALL_PAYLOAD ? small_payload : PyMem_Malloc(longest)) ==
+                 NULL) {
+            PyErr_NoMemory();
+            status = FAILED;
+        }
+        else {
+            result = run_chain(&c, parent, payload);
+            status = result == NULL ? FAILED : OK;
+        }
+    }
+    if (payload != small_payload) {
+        PyMem_Free(payload);
+    }
+    chain_free(&c);
+    if (status == UNSUPPORTED) {
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+/* set_enabled(enabled) -> bool: the switch every entry point reads. */
+static PyObject *
+set_enabled(PyObject *self, PyObject *flag)
+{
+    int enabled = PyObject_IsTrue(flag);
+    if (enabled < 0) {
+        return NULL;
+    }
+    accel_enabled = enabled;
+    return PyBool_FromLong(accel_enabled);
+}
+
+static PyMethodDef chain_methods[] = {
+    {"hash_blocks", (PyCFunction)(void (*)(void))hash_blocks, METH_FASTCALL,
+     "hash_blocks(algo (code or name), parent, token_ids, block_size, extra_keys) -> "
+     "list[bytes] | None"},
+    {"one_block_hasher", (PyCFunction)(void (*)(void))one_block_hasher, METH_FASTCALL,
+     "one_block_hasher(algo, block_size, extra_keys, fallback) -> BlockHasher | None"},
+    {"install_decode_append", (PyCFunction)(void (*)(void))install_decode_append, METH_FASTCALL,
+     "install_decode_append(cls, python_append, default_chain_hasher) -> None"},
+    {"set_enabled", set_enabled, METH_O, "set_enabled(enabled) -> bool"},
+    {"init_xxhash", init_xxhash, METH_O, "init_xxhash(xxh3_128_digest) -> 'native' | 'python'"},
+    {"set_native_xxhash", set_native_xxhash, METH_O,
+     "set_native_xxhash(enabled) -> the XXH3 route now in use"},
+    {"xxhash_route", xxhash_route, METH_NOARGS, "xxhash_route() -> 'native' | 'python'"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef chain_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_chain",
+    .m_doc = "kvpure's optional C block-hash chain.",
+    .m_size = -1,
+    .m_methods = chain_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__chain(void)
+{
+    if (digest_init() != OK) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&chain_module);
+    if (module != NULL && decode_add_types(module) != OK) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,218 @@
+/*
+ * kvpure.hashing._chain: vLLM's block-hash chain in C (kvpure's optional accelerator).
+ *
+ * The extension is built from five compilation units sharing this header:
+ *
+ *   encode.c  canonical CBOR and pickle protocol 5 of the payload (parent, tokens, extra keys)
+ *   digest.c  SHA-256 (OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash package)
+ *   chain.c   hash_blocks(): every block of a prompt; the module itself and its switch
+ *   block_hasher.c  BlockHasher: one block, its extra keys encoded once (decoding)
+ *   decode.c  the C body of RequestBlockHashes.append_output_token_ids
+ *
+ * Every entry point returns the digests vLLM computes, byte for byte, or hands the input
+ * to kvpure's pure-Python path (None, or a call of the Python function it was given) for
+ * anything it does not handle; the Python path stays the reference.
+ *
+ *   algo 0 sha256       SHA-256 over pickle protocol 5
+ *   algo 1 sha256_cbor  SHA-256 over canonical CBOR (as cbor2.dumps(x, canonical=True))
+ *   algo 2 xxhash       XXH3-128 (canonical big-endian digest) over pickle protocol 5
+ *   algo 3 xxhash_cbor  XXH3-128 over canonical CBOR
+ *
+ * Handled: a parent that is an exact bytes; token ids that are exact ints in the signed
+ * 64-bit range; extra keys built of None, bool, exact int (64-bit), exact float, exact str
+ * (valid UTF-8), exact bytes and exact tuples (nested up to MAX_DEPTH). Pickle's memo is
+ * reproduced exactly: an object met twice in one payload (by identity, such as a tag string
+ * shared by two multimodal keys) is written as a back-reference to its first index.
+ *
+ * Functions shared between the units are hidden (-fvisibility=hidden); only PyInit__chain
+ * is exported.
+ */
+#ifndef KVPURE_CHAIN_H
+#define KVPURE_CHAIN_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 16
+#define MAX_MEMO 256
+#define MAX_FRAME 60000 /* pickle splits frames at 64 KiB; stay well below */
+
+enum { ALGO_SHA256 = 0, ALGO_SHA256_CBOR = 1, ALGO_XXHASH = 2, ALGO_XXHASH_CBOR = 3 };
+enum { OK = 0, FAILED = -1, UNSUPPORTED = 1 };
+
+/* Whether the accelerator is switched on (chain.c; set_enabled()). Off, every entry point
+ * hands its input to the Python path. */
+extern int accel_enabled;
+
+/* ---------------------------------------------------------------- buffers (encode.c) */
+
+typedef struct {
+    unsigned char *data;
+    size_t len;
+    size_t cap;
+} Buf;
+
+int buf_reserve(Buf *b, size_t more);
+int buf_put(Buf *b, const void *src, size_t n);
+int buf_byte(Buf *b, unsigned char c);
+
+typedef struct {
+    PyObject *objects[MAX_MEMO]; /* pickle memo by identity; [0] parent, [1] tokens */
+    int count;
+} Memo;
+
+/* One extra-keys value, as cbor2 (canonical) or the C pickler (inside a payload whose memo
+ * is `memo`) writes it: OK, FAILED (exception set) or UNSUPPORTED. */
+int encode_cbor(Buf *b, PyObject *obj, int depth);
+int encode_pickle(Buf *b, PyObject *obj, Memo *memo, int depth);
+
+/* The payload of one block into `out` (at least payload_bound() bytes); returns its length. */
+size_t build_payload(int cbor, const unsigned char *parent, size_t parent_len,
+                     const int64_t *tokens, Py_ssize_t size, const unsigned char *extra,
+                     size_t extra_len, unsigned char *out);
+
+static inline size_t
+payload_bound(size_t parent_len, Py_ssize_t block_size, size_t extra_len)
+{
+    return (parent_len > 32 ? parent_len : 32) + 10 * (size_t)block_size + extra_len + 32;
+}
+
+/* ---------------------------------------------------------------- digests (digest.c) */
+
+/* The digest of `data` into `md` (32 or 16 bytes): OK, or FAILED with an exception set. */
+int block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md);
+/* Whether `algo` can run (XXH3 needs init_xxhash first). */
+int digest_ready(int algo);
+int digest_init(void);
+PyObject *init_xxhash(PyObject *self, PyObject *fn);
+PyObject *set_native_xxhash(PyObject *self, PyObject *flag);
+PyObject *xxhash_route(PyObject *self, PyObject *unused);
+
+static inline size_t
+digest_size(int algo)
+{
+    return algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR ? 32 : 16;
+}
+
+static inline int
+algo_uses_cbor(int algo)
+{
+    return algo == ALGO_SHA256_CBOR || algo == ALGO_XXHASH_CBOR;
+}
+
+/* ---------------------------------------------------------------- decoding (block_hasher.c, decode.c) */
+
+extern PyTypeObject BlockHasherType;
+/* One block's digest through a BlockHasher (a new reference), or NULL with an exception. */
+PyObject *hasher_digest(PyObject *hasher, PyObject *parent, PyObject *tokens);
+PyObject *one_block_hasher(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+int decode_add_types(PyObject *module);
+PyObject *install_decode_append(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* ---------------------------------------------------------------- CBOR and pickle atoms */
+
+/* The shortest CBOR head of `major` carrying `value`; returns its length (at most 9). */
+static inline size_t
+cbor_head(unsigned char *out, unsigned major, uint64_t value)
+{
+    unsigned char tag = (unsigned char)(major << 5);
+    if (value < 24) {
+        out[0] = tag | (unsigned char)value;
+        return 1;
+    }
+    if (value < 0x100) {
+        out[0] = tag | 24;
+        out[1] = (unsigned char)value;
+        return 2;
+    }
+    if (value < 0x10000) {
+        out[0] = tag | 25;
+        out[1] = (unsigned char)(value >> 8);
+        out[2] = (unsigned char)value;
+        return 3;
+    }
+    if (value < 0x100000000ULL) {
+        out[0] = tag | 26;
+        for (int i = 0; i < 4; i++) {
+            out[1 + i] = (unsigned char)(value >> (24 - 8 * i));
+        }
+        return 5;
+    }
+    out[0] = tag | 27;
+    for (int i = 0; i < 8; i++) {
+        out[1 + i] = (unsigned char)(value >> (56 - 8 * i));
+    }
+    return 9;
+}
+
+static inline size_t
+cbor_int(unsigned char *out, int64_t v)
+{
+    return v >= 0 ? cbor_head(out, 0, (uint64_t)v) : cbor_head(out, 1, ~(uint64_t)v);
+}
+
+static inline void
+put_le(unsigned char *out, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        out[i] = (unsigned char)(v >> (8 * i));
+    }
+}
+
+/* Pickle's encoding of an int (at most 10 bytes): BININT1 / BININT2 / BININT for what fits
+ * in 32 signed bits, else LONG1 with the fewest little-endian two's-complement bytes, as
+ * the C pickler chooses them. */
+static inline size_t
+pickle_int(unsigned char *out, int64_t v)
+{
+    if (v >= 0 && v <= 0xff) {
+        out[0] = 'K';
+        out[1] = (unsigned char)v;
+        return 2;
+    }
+    if (v >= 0 && v <= 0xffff) {
+        out[0] = 'M';
+        put_le(out + 1, (uint64_t)v, 2);
+        return 3;
+    }
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+        out[0] = 'J';
+        put_le(out + 1, (uint64_t)v, 4);
+        return 5;
+    }
+    /* nbytes = bit_length(|v|) // 8 + 1, then one byte less for a negative value whose
+     * top byte is only sign bits (0xff above a byte with its high bit set). */
+    uint64_t magnitude = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int nbits = 64 - __builtin_clzll(magnitude);
+    int nbytes = nbits / 8 + 1;
+    unsigned char bytes[9];
+    for (int i = 0; i < 9; i++) {
+        bytes[i] = i < 8 ? (unsigned char)((uint64_t)v >> (8 * i)) : (v < 0 ? 0xff : 0);
+    }
+    if (v < 0 && nbytes > 1 && bytes[nbytes - 1] == 0xff && (bytes[nbytes - 2] & 0x80)) {
+        nbytes--;
+    }
+    out[0] = 0x8a; /* LONG1 */
+    out[1] = (unsigned char)nbytes;
+    memcpy(out + 2, bytes, (size_t)nbytes);
+    return (size_t)nbytes + 2;
+}
+
+/* An exact int's value if it fits in 64 signed bits. */
+static inline int
+read_int(PyObject *obj, int64_t *out)
+{
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow) {
+        return UNSUPPORTED;
+    }
+    if (v == -1 && PyErr_Occurred()) {
+        return FAILED;
+    }
+    *out = (int64_t)v;
+    return OK;
+}
+#endif /* KVPURE_CHAIN_H */
