@@ -278,6 +278,23 @@ def test_weights_are_exact_from_the_model_folders_safetensors(
     assert terms["weights"]["exact"] is False
 
 
+def test_exact_weights_are_split_per_worker_as_vllm_shards_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tiny_llama(tmp_path)
+    code, data = run_json([str(tmp_path), "--gpu-memory", "8GiB", "-tp", "2"], capsys)
+    assert code == 0
+    # By hand, vLLM 0.26's parallel layers (vllm/model_executor/layers/linear.py,
+    # vocab_parallel_embedding.py): q/k/v, gate/up split their outputs (k, v one KV
+    # head each), o/down their inputs, embedding and LM head their 128 vocabulary
+    # rows (already a multiple of 64); the three norms stay whole.
+    h, inter, vocab = 64, 128, 128
+    split = (h * h + 2 * 32 * h + h * h + 2 * inter * h + h * inter + 2 * vocab * h) // 2
+    expected = (split + 3 * h) * 2  # bf16
+    assert [m["weights_bytes"] for m in memory_of(data)] == [expected, expected]
+    assert all(m["terms"]["weights"]["exact"] for m in memory_of(data))
+
+
 def test_text_report_prints_the_budget_as_vllm_logs_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
