@@ -11,11 +11,12 @@ import pytest
 from kvpure.memory_profile.errors import WeightFileError
 from kvpure.memory_profile.safetensors_header import (
     MAX_HEADER_BYTES,
-    cached_snapshot,
     read_checkpoint_index,
     read_model_folder,
     read_safetensors_header,
 )
+from kvpure.models.errors import ModelNotCachedError
+from kvpure.models.hf_cache import resolve_model_folder
 from tests.safetensors_files import write_index, write_safetensors
 
 
@@ -139,11 +140,12 @@ def test_hub_cache_snapshot_is_found_through_its_ref(tmp_path: Path) -> None:
     snapshot.mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("abc123\n")
+    (snapshot / "config.json").write_text("{}")
     write_safetensors(snapshot / "model.safetensors", {"x": ("BF16", (2,))})
-    found = cached_snapshot(tmp_path, "org/tiny")
+    env = {"HF_HUB_CACHE": str(tmp_path)}
+    found = resolve_model_folder("org/tiny", env)
     assert found == snapshot
     assert [t.name for t in read_model_folder(found)] == ["x"]
-    assert cached_snapshot(tmp_path, "org/absent") is None
-    assert cached_snapshot(tmp_path, "org/tiny", revision="abc123") == snapshot
-    with pytest.raises(WeightFileError, match="org/name"):
-        cached_snapshot(tmp_path, "no-slash")
+    assert resolve_model_folder("org/tiny@abc123", env) == snapshot
+    with pytest.raises(ModelNotCachedError, match="org/absent"):
+        resolve_model_folder("org/absent", env)

@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from kvpure.cli.input_files import read_json
+from kvpure.cli.plan_memory import add_memory_options, given_memory_options
 from kvpure.cli.plan_options import add_deployment_options, given_options
 from kvpure.cli.plan_output import config_report
 from kvpure.cli.serve_options import add_serve_options, given_serve_options
@@ -55,6 +57,10 @@ examples:
   kvpure plan examples/gpt_oss_20b.json --kv-cache-memory 24GiB \\
       --sweep max_model_len=4096,32768,131072
   kvpure plan Qwen/Qwen3-8B --kv-cache-memory 24GiB   (from the local Hugging Face cache)
+  kvpure plan examples/llama3_8b.json --gpu H100-80GB --gpu-memory-utilization 0.9
+      (no --kv-cache-memory: estimated from the GPU, with its band)
+  kvpure plan examples/llama3_8b.json --gpu L4 --sweep tensor_parallel_size=1,2,4,8
+  kvpure plan examples/llama3_8b.json --sweep gpu=H100-80GB,A100-40GB,L4
   kvpure plan my_llama_relative.json --architecture-as LlamaForCausalLM --kv-cache-memory 8GiB
   kvpure plan tests/data/vllm-0.26.0/gemma3_12b.json --json   (a vLLM planning case)
 """
@@ -93,6 +99,7 @@ def register(sub: Any) -> None:
     )
     add_deployment_options(parser)
     add_serve_options(parser)
+    add_memory_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -156,16 +163,24 @@ def format_report(plan: KVCachePlan) -> str:
 
 
 def _given(args: argparse.Namespace) -> dict[str, str]:
-    return given_options(args) | given_serve_options(args)
+    return given_options(args) | given_serve_options(args) | given_memory_options(args)
 
 
-def _run_config(args: argparse.Namespace, config: object) -> int:
+def _model_folder(path: str) -> Path | None:
+    """The folder of the config.json read (the weights' folder), None for stdin."""
+    if path == "-":
+        return None
+    return Path(path) if Path(path).is_dir() else Path(path).parent
+
+
+def _run_config(args: argparse.Namespace, config: object, path: str) -> int:
     text, code, failure = config_report(
         config,
         _given(args),
         sweep_text=args.sweep,
         as_json=args.json,
         architecture_as=args.architecture_as,
+        model_folder=_model_folder(path),
     )
     print(planned_as_note(config, args.architecture_as, text, as_json=args.json), flush=True)
     if failure is not None:
@@ -198,9 +213,10 @@ def _check_is_case(args: argparse.Namespace, data: object) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = _read_json(config_argument(args.case))
+    path = config_argument(args.case)
+    data = _read_json(path)
     if looks_like_model_config(data):
-        return _run_config(args, data)
+        return _run_config(args, data, path)
     parsed = parse_planning_input(_check_is_case(args, data))
     try:
         plan = plan_input(parsed)

@@ -32,6 +32,7 @@ from kvpure.models.deployment import (
 
 __all__ = [
     "OPTIONS",
+    "SERVE_SWEEPABLE",
     "SWEEPABLE",
     "add_deployment_options",
     "deployment_from_options",
@@ -150,7 +151,17 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
 )
 
-SWEEPABLE: Final[tuple[str, ...]] = tuple(option.name for option in OPTIONS)
+#: Options of :mod:`kvpure.cli.serve_options` and :mod:`kvpure.cli.plan_memory` a sweep takes
+#: too (the GPU and what the estimated KV memory follows).
+SERVE_SWEEPABLE: Final[tuple[str, ...]] = (
+    "gpu",
+    "gpu_memory",
+    "gpu_memory_utilization",
+    "quantization",
+    "max_num_seqs",
+    "data_parallel_size",
+)
+SWEEPABLE: Final[tuple[str, ...]] = tuple(option.name for option in OPTIONS) + SERVE_SWEEPABLE
 _BY_NAME: Final = {option.name: option for option in OPTIONS}
 
 
@@ -174,7 +185,10 @@ def add_deployment_options(parser: argparse.ArgumentParser) -> None:
         "--sweep",
         metavar="NAME=V1,V2,...",
         help="plan once per value of one option and print a capacity table, e.g. "
-        "--sweep max_model_len=4096,32768,131072 or --sweep kv_cache_memory=16GiB,24GiB; "
+        "--sweep max_model_len=4096,32768,131072, --sweep kv_cache_memory=16GiB,24GiB, or "
+        "with --gpu and no --kv-cache-memory --sweep tensor_parallel_size=1,2,4,8 or "
+        "--sweep gpu=H100-80GB,A100-40GB,L4 (verdict, tokens and the longest max_model_len "
+        "that starts, from the estimated memory); "
         "NAME is one of " + ", ".join(SWEEPABLE),
     )
 
@@ -193,7 +207,7 @@ def parse_sweep(text: str) -> tuple[str, tuple[str, ...]]:
     """``"max_model_len=4096,32768"`` -> ``("max_model_len", ("4096", "32768"))``."""
     name, sep, values = text.partition("=")
     key = name.strip().lstrip("-").replace("-", "_")
-    if not sep or key not in _BY_NAME:
+    if not sep or key not in SWEEPABLE:
         raise InvalidFieldError(
             field="--sweep",
             value=text,

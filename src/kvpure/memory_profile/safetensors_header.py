@@ -30,7 +30,6 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "CheckpointIndex",
     "TensorInfo",
-    "cached_snapshot",
     "read_checkpoint_index",
     "read_model_folder",
     "read_safetensors_header",
@@ -215,23 +214,3 @@ def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
     for name in names:
         tensors.extend(read_safetensors_header(folder / name))
     return tuple(tensors)
-
-
-def cached_snapshot(cache_root: Path, repo_id: str, revision: str = "main") -> Path | None:
-    """The snapshot folder of ``repo_id`` in a Hugging Face hub cache, or None when absent.
-
-    The hub cache keeps ``models--{org}--{name}/refs/{revision}`` (a commit
-    hash) and ``snapshots/{hash}/`` with the files; ``cache_root`` is the
-    ``hub`` folder (``$HF_HUB_CACHE``, by default ``~/.cache/huggingface/hub``).
-    """
-    if repo_id.count("/") != 1 or ".." in repo_id:
-        raise WeightFileError(path=repo_id, reason="must be a Hugging Face id like org/name")
-    repo = cache_root / ("models--" + repo_id.replace("/", "--"))
-    ref = repo / "refs" / revision
-    commit = revision
-    if ref.is_file():
-        commit = ref.read_text(encoding="utf-8").strip()
-    if not commit or Path(commit).name != commit:
-        raise WeightFileError(path=str(ref), reason="does not hold a commit hash")
-    snapshot = repo / "snapshots" / commit
-    return snapshot if snapshot.is_dir() else None

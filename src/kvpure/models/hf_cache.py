@@ -22,7 +22,13 @@ from typing import Final
 
 from kvpure.models.errors import ModelNotCachedError
 
-__all__ = ["config_argument", "hub_cache_dir", "is_model_id", "resolve_model_config"]
+__all__ = [
+    "config_argument",
+    "hub_cache_dir",
+    "is_model_id",
+    "resolve_model_config",
+    "resolve_model_folder",
+]
 
 _ID: Final = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(@[\w.-]{1,96})?$"
@@ -69,6 +75,15 @@ def resolve_model_config(model: str, env: Mapping[str, str] | None = None) -> Pa
     repo, _, revision = model.partition("@")
     org, name = repo.split("/", 1)
     return _snapshot_config(hub_cache_dir(env) / f"models--{org}--{name}", revision, model)
+
+
+def resolve_model_folder(model: str, env: Mapping[str, str] | None = None) -> Path:
+    """The cached snapshot folder of hub id ``model``: its config.json's folder.
+
+    The weights (``*.safetensors``, ``model.safetensors.index.json``) lie beside
+    the config.json there; the memory profile reads their headers from it.
+    """
+    return resolve_model_config(model, env).parent
 
 
 def _snapshot_config(folder: Path, revision: str, model: str) -> Path:

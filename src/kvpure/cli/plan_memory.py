@@ -1,0 +1,242 @@
+"""``kvpure plan MODEL --gpu NAME`` without ``--kv-cache-memory``: the KV memory estimated.
+
+The KV cache memory per worker then comes from vLLM's start-up memory
+profile, computed offline (:mod:`kvpure.memory_profile`, wired up in
+:mod:`kvpure.serve.memory`): the GPU's total memory (the catalogue, or
+``--gpu-memory`` as vLLM prints it) times ``--gpu-memory-utilization``, less
+the weights (exact from the safetensors headers in the model's folder, else
+estimated from config.json in ``--quantization``'s format), the activation
+peak, non-torch memory and CUDA graphs. The band of the estimate is carried
+through the plan: tokens and concurrency at both ends, and the verdict
+"starts / may not start / does not start". ``--kv-cache-memory`` replaces the
+whole estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kvpure.cli.errors import MissingOptionError
+from kvpure.cli.plan_options import Option
+from kvpure.cli.serve_options import serve_flags_from_options
+from kvpure.errors import InvalidFieldError, format_gib
+from kvpure.memory_profile.budget import render_vllm_log
+from kvpure.models.config import HFConfig
+from kvpure.models.layout import ModelLayout
+from kvpure.serve.defaults import ServeSettings, resolve_serve_settings
+from kvpure.serve.flags import ServeFlags
+from kvpure.serve.memory import (
+    BandOutcome,
+    MemoryBand,
+    WorkerMemory,
+    band_outcome,
+    kv_flags,
+    model_folder_tensors,
+    worker_memory,
+)
+
+__all__ = [
+    "MEMORY_OPTIONS",
+    "MemoryCase",
+    "add_memory_options",
+    "given_memory_options",
+    "memory_case",
+    "memory_json",
+    "memory_text",
+    "split_memory_options",
+]
+
+MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
+    Option(
+        name="gpu_memory_utilization",
+        flags=("--gpu-memory-utilization",),
+        metavar="FRACTION",
+        help="share of the GPU's memory vLLM may use (default 0.9); with --gpu and without "
+        "--kv-cache-memory the KV cache memory is estimated from it",
+    ),
+    Option(
+        name="quantization",
+        flags=("--quantization", "-q"),
+        metavar="NAME",
+        help="vLLM's weight quantization (fp8, awq, awq_marlin, gptq, gptq_marlin, "
+        "modelopt_fp4, nvfp4, mxfp4); default: config.json's quantization_config",
+    ),
+)
+_NAMES: Final = frozenset(option.name for option in MEMORY_OPTIONS)
+_PLACEHOLDER: Final = "1GiB"
+
+
+def add_memory_options(parser: argparse.ArgumentParser) -> None:
+    """Add :data:`MEMORY_OPTIONS` to ``parser``."""
+    group = parser.add_argument_group(
+        "memory estimate (with --gpu or --gpu-memory, when --kv-cache-memory is not given)"
+    )
+    for option in MEMORY_OPTIONS:
+        group.add_argument(
+            *option.flags, dest=f"opt_{option.name}", metavar=option.metavar, help=option.help
+        )
+
+
+def given_memory_options(args: argparse.Namespace) -> dict[str, str]:
+    """The memory-estimate options given on the command line, by option name."""
+    given: dict[str, str] = {}
+    for option in MEMORY_OPTIONS:
+        value = getattr(args, f"opt_{option.name}", None)
+        if value is not None:
+            given[option.name] = str(value)
+    return given
+
+
+def split_memory_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(serve options, memory-estimate options)``."""
+    serve = {k: v for k, v in options.items() if k not in _NAMES}
+    memory = {k: v for k, v in options.items() if k in _NAMES}
+    return serve, memory
+
+
+def parse_utilization(text: str) -> float:
+    """``--gpu-memory-utilization`` text -> a fraction in (0, 1]."""
+    try:
+        value = float(text) if len(text) <= 32 else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise InvalidFieldError(
+            field="--gpu-memory-utilization",
+            value=text,
+            reason="must be a fraction in (0, 1], e.g. 0.9",
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryCase:
+    """The estimated memory of one deployment and the plan at both ends of its band."""
+
+    flags: ServeFlags
+    serve: ServeSettings
+    workers: tuple[WorkerMemory, ...]
+    outcome: BandOutcome
+
+    @property
+    def central_flags(self) -> ServeFlags:
+        """The flags with every worker's central KV figure."""
+        return kv_flags(self.flags, tuple(w.budget.kv_cache_bytes for w in self.workers))
+
+    @property
+    def high_flags(self) -> ServeFlags:
+        """The flags with every worker's KV figure at the high end of the band."""
+        return kv_flags(self.flags, tuple(w.budget.kv_cache_bytes_high for w in self.workers))
+
+
+def memory_case(
+    config: HFConfig,
+    layout: ModelLayout,
+    options: Mapping[str, str],
+    *,
+    model_folder: Path | None,
+    longest: bool = False,
+) -> MemoryCase:
+    """Estimate every worker's KV memory from the GPU and plan at both ends of the band."""
+    serve_texts, memory_texts = split_memory_options(options)
+    if "gpu" not in serve_texts and "gpu_memory" not in serve_texts:
+        raise MissingOptionError(
+            option="--kv-cache-memory",
+            reason="for a config.json, or a GPU to estimate it from: give vLLM's 'Available KV "
+            "cache memory' (--kv-cache-memory 24GiB) or the GPU (--gpu H100-80GB, or "
+            "--gpu-memory 79.19GiB as vLLM prints its total memory)",
+        )
+    flags = serve_flags_from_options({**serve_texts, "kv_cache_memory": _PLACEHOLDER})
+    serve = resolve_serve_settings(layout, flags)
+    gpu = flags.gpu
+    if gpu is None:  # unreachable: --gpu or --gpu-memory was given above
+        raise MissingOptionError(option="--gpu", reason="to estimate the KV cache memory")
+    utilization = parse_utilization(memory_texts.get("gpu_memory_utilization", "0.9"))
+    workers = worker_memory(
+        config,
+        serve,
+        flags,
+        gpu=gpu,
+        gpu_given="gpu_memory" in serve_texts,
+        gpu_memory_utilization=utilization,
+        quantization=memory_texts.get("quantization"),
+        tensors=model_folder_tensors(model_folder),
+    )
+    outcome = band_outcome(layout, flags, workers, longest=longest)
+    return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)
+
+
+_VERDICT_TEXT: Final = {
+    MemoryBand.STARTS: "starts (even at the low end of the estimate's band)",
+    MemoryBand.MAY_NOT_START: "may not start (it starts at the high end of the estimate's "
+    "band, not at the low end)",
+    MemoryBand.DOES_NOT_START: "does NOT start (not even at the high end of the estimate's band)",
+}
+
+
+def _gib_range(low: int, high: int) -> str:
+    return f"{format_gib(max(0, low))} to {format_gib(max(0, high))} GiB"
+
+
+def _groups(workers: tuple[WorkerMemory, ...]) -> list[list[WorkerMemory]]:
+    groups: list[list[WorkerMemory]] = []
+    for worker in workers:
+        b = worker.budget
+        key = (b.weights, b.activation, b.kv_cache_bytes_low, b.kv_cache_bytes_high)
+        for group in groups:
+            g = group[0].budget
+            if (g.weights, g.activation, g.kv_cache_bytes_low, g.kv_cache_bytes_high) == key:
+                group.append(worker)
+                break
+        else:
+            groups.append([worker])
+    return groups
+
+
+def memory_text(case: MemoryCase) -> str:
+    """The band's verdict and ranges, then the budget as vLLM would log it."""
+    out = case.outcome
+    low, high = out.low, out.high
+    workers = case.workers
+    total = workers[0].total
+    mark = "exact" if total.term.exact else f"+/- {total.term.error_bytes / 2**30:.3f} GiB"
+    lines = [
+        f"Memory verdict: {_VERDICT_TEXT[out.verdict]}.",
+        "  KV cache memory per GPU: "
+        + _gib_range(
+            min(w.budget.kv_cache_bytes_low for w in workers),
+            max(w.budget.kv_cache_bytes_high for w in workers),
+        )
+        + f" (central {format_gib(min(w.budget.kv_cache_bytes for w in workers))} GiB)",
+        f"  tokens of KV cache: {low.tokens:,} to {high.tokens:,}; max concurrency "
+        f"{low.concurrency:.2f}x to {high.concurrency:.2f}x at {high.max_model_len:,} "
+        "tokens per request",
+        "",
+        f"Memory budget (vLLM {workers[0].budget.vllm_version}'s start-up profile, estimated "
+        "offline; --kv-cache-memory with vLLM's logged figure replaces it):",
+        f"  total memory {format_gib(total.term.bytes)} GiB from {total.source} ({mark})",
+    ]
+    for group in _groups(workers):
+        lines.extend("  " + line for line in render_vllm_log(group[0].budget).splitlines())
+        if len(group) > 1:
+            others = ", ".join(str(w.budget.worker) for w in group[1:])
+            lines.append(f"  (workers {others}: the same)")
+    return "\n".join(lines)
+
+
+def memory_json(case: MemoryCase) -> dict[str, object]:
+    """``{"memory": [per worker], "memory_verdict": {...}}`` for ``--json``."""
+    out = case.outcome
+    return {
+        "memory": [w.to_json() for w in case.workers],
+        "memory_verdict": {
+            "verdict": out.verdict,
+            "kv_cache_capacity_tokens": [out.low.tokens, out.high.tokens],
+            "max_concurrency": [out.low.concurrency, out.high.concurrency],
+            "max_model_len": [out.low.max_model_len, out.high.max_model_len],
+        },
+    }
