@@ -12,6 +12,11 @@ in file order while fewer than --max-num-seqs run and the manager admits
 them, each decodes its output at once, and when admission is refused the
 oldest running request finishes first (no preemption, no chunked prefill).
 
+The pool is planned as ``kvpure plan`` plans it: vLLM 0.26's serve defaults
+for the --gpu (attention backend, block size, prefix caching), with async
+scheduling off since the replay steps synchronously. --model takes a
+config.json, its folder, or a Hugging Face id read from the local cache.
+
 The report gives the prompt tokens looked up and hit (vLLM's
 prefix_cache_queries / prefix_cache_hits), the hits of an unbounded cache,
 the hits lost to eviction, and the shared-prefix tokens that cannot hit
@@ -43,7 +48,9 @@ from kvpure.cli.input_files import parse_json_text, read_input_bytes, read_json
 from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.progress import progress_bar
+from kvpure.cli.serve_options import SERVE_OPTIONS
 from kvpure.errors import InvalidFieldError
+from kvpure.models.hf_cache import config_argument
 from kvpure.text.tokenizer import load_tokenizer
 
 __all__ = ["format_report", "parse_workload", "register", "report_to_json", "run"]
@@ -55,6 +62,10 @@ _OPTION_NAMES = (
     "kv_cache_dtype",
     "num_gpu_blocks_override",
     "mamba_cache_mode",
+    "tensor_parallel_size",
+    "attention_backend",
+    "prefix_caching",
+    "gpu",
 )
 _BAR_WIDTH = 40
 _MAX_JOBS = 256
@@ -65,6 +76,8 @@ example:
   kvpure cache workload.jsonl --model examples/llama3_8b.json --kv-cache-memory 24GiB
   kvpure cache workload.jsonl --model examples/llama3_8b.json --kv-cache-memory 1GiB \\
       --sweep-memory 256MiB,512MiB,1GiB --plot curve.png --jobs 3
+  kvpure cache workload.jsonl --model deepseek-ai/DeepSeek-V2-Lite --gpu L4 \\
+      --kv-cache-memory 9GiB --max-model-len 8192
   kvpure cache chats.jsonl --model examples/llama3_8b.json --kv-cache-memory 1GiB \\
       --tokenizer examples/tiny-chat-tokenizer
 """
@@ -80,8 +93,13 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("workload", metavar="WORKLOAD.jsonl", help="requests, one JSON a line")
-    parser.add_argument("--model", required=True, metavar="CONFIG.json", help="config.json")
-    for option in OPTIONS:
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="CONFIG.json|ORG/NAME",
+        help="a config.json, its model folder, or a Hugging Face id read from the local cache",
+    )
+    for option in (*OPTIONS, *SERVE_OPTIONS):
         if option.name in _OPTION_NAMES:
             parser.add_argument(
                 *option.flags, dest=f"opt_{option.name}", metavar=option.metavar, help=option.help
@@ -242,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.plot is not None:
         check_plot_target(args.plot)
-    config = read_json(args.model)
+    config = read_json(config_argument(args.model))
     encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
     requests = _read_workload(args.workload, encoder)
     sweep = SweepInput(requests, config, _options(args), seqs)

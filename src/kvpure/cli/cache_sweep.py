@@ -26,13 +26,14 @@ from kvpure.cache.workload import (
     unbounded_run,
     workload_report,
 )
-from kvpure.cli.plan_options import deployment_from_options
+from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.deployment import Deployment
 from kvpure.models.errors import ModelConfigError
 from kvpure.models.layout import ModelLayout
+from kvpure.serve.defaults import resolve_serve_settings
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -73,11 +74,18 @@ def _set_shared(sweep: SweepInput, labels: tuple[str | None, ...]) -> None:
     _shared = (sweep, model_layout(parse_model_config(sweep.model_config)), labels)
 
 
-def _deployment(sweep: SweepInput, label: str | None) -> Deployment:
+def _deployment(sweep: SweepInput, layout: ModelLayout, label: str | None) -> Deployment:
+    """The deployment of one memory figure, vLLM 0.26's serve defaults resolved as for ``plan``.
+
+    Async scheduling stays off: the replay drives the manager one synchronous
+    step at a time (``kvpure.cache`` refuses async traces), so the plan is the
+    one a server with ``--no-async-scheduling`` makes.
+    """
     options = dict(sweep.options)
+    options["async_scheduling"] = "off"
     if label is not None:
         options["kv_cache_memory"] = label
-    return deployment_from_options(options)
+    return resolve_serve_settings(layout, serve_flags_from_options(options)).deployment
 
 
 def _fatal(err: KVPureError) -> bool:
@@ -94,7 +102,7 @@ def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Ou
     indexes = range(task.index, len(labels)) if task.kind == "first-unbounded" else [task.index]
     for index in indexes:
         try:
-            deployment = _deployment(sweep, labels[index])
+            deployment = _deployment(sweep, layout, labels[index])
             if task.kind == "actual":
                 return run_workload(requests, replay_config(layout, deployment), seqs, progress)
             return unbounded_run(requests, layout, deployment, seqs, progress)
@@ -106,7 +114,10 @@ def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Ou
 
 def _unbounded_per_figure(sweep: SweepInput, labels: Sequence[str | None]) -> bool:
     """Whether the model length, hence the unbounded pool, follows the memory."""
-    return bool(labels) and _deployment(sweep, labels[0]).auto_fit_max_model_len
+    if not labels:
+        return False
+    layout = model_layout(parse_model_config(sweep.model_config))
+    return _deployment(sweep, layout, labels[0]).auto_fit_max_model_len
 
 
 def count_runs(sweep: SweepInput, labels: Sequence[str | None]) -> int:
