@@ -87,6 +87,16 @@ _GH: Final = "https://github.com/"
 #: Every recorded figure, by catalogue name. The bytes are written out, not
 #: computed, so that a test reading them back from ``figure`` can fail.
 TOTAL_QUOTES: Final[dict[str, tuple[TotalQuote, ...]]] = {
+    "H100-NVL": (
+        _q(
+            "H100-NVL",
+            _GH + "ali-vilab/VACE/issues/56",
+            "GPU 0 has a total capacity of 93.00 GiB of which 1.08 GiB is free.",
+            "93.00 GiB",
+            99_857_989_632,
+            "'I've had the same issue even with an H100 NVL 94GB VRAM (RunPod)'",
+        ),
+    ),
     "A100-80GB": (
         _q(
             "A100-80GB",
