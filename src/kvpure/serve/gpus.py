@@ -17,7 +17,8 @@ Memory figures are the driver's total memory (``nvidia-smi --query-gpu=memory.to
 ``rocm-smi``) in MiB, as public nvidia-smi/rocm-smi output commonly shows it
 for each board; drivers and board variants differ by up to a few hundred MiB,
 and torch reports a few hundred MiB less (PyTorch out-of-memory messages on
-H100 80GB boards say "total capacity of 79.15-79.25 GiB"). No listed GPU lies
+H100 80GB boards say "total capacity of 79.15-79.25 GiB"; the torch totals
+quoted for some boards are in :mod:`kvpure.serve.gpu_totals`). No listed GPU lies
 within 5 GiB of vLLM's 70 GiB line (a test checks it), so none of these
 differences can change a default. The plan itself never
 reads total memory: the KV cache memory is given (``--kv-cache-memory``), as

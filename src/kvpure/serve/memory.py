@@ -7,7 +7,9 @@ non-torch memory and CUDA graphs. This module
 
 - gives the GPU's total memory as vLLM reads it (``torch.cuda.mem_get_info``),
   which is less than the driver's figure in the catalogue
-  (:mod:`kvpure.serve.gpus`): :func:`vllm_total_memory`;
+  (:mod:`kvpure.serve.gpus`): :func:`vllm_total_memory`, from vLLM's own logs
+  (H100 80GB), else from the torch totals quoted in
+  :mod:`kvpure.serve.gpu_totals`, else the driver's figure less a reserve;
 - builds every worker's budget from the resolved serve settings
   (:func:`worker_memory`), widening the KV band by the total's own band;
 - plans at the low and the high end of the band (:func:`band_outcome`) and
@@ -33,6 +35,7 @@ from kvpure.models.layout import ModelLayout
 from kvpure.report.model_plan import plan_deployment
 from kvpure.serve.defaults import ServeSettings, resolve_serve_settings
 from kvpure.serve.flags import ServeFlags
+from kvpure.serve.gpu_totals import torch_total
 from kvpure.serve.gpus import GPU
 from kvpure.serve.verdict import NOT_STARTING, largest_fitting_max_model_len
 
@@ -56,8 +59,9 @@ _MIB: Final = 2**20
 VLLM_LOGGED_TOTALS: Final[dict[str, int]] = {"H100-80GB": round(79.19 * _GIB)}
 LOGGED_TOTAL_BAND: Final = round(0.005 * _GIB)
 #: The driver's total (81,559 MiB on an H100 80GB) less what torch reports there
-#: (79.19 GiB): memory the driver keeps. Other GPUs are assumed to keep about the
-#: same, with a band as wide as the reserve itself.
+#: (79.19 GiB): memory the driver keeps. GPUs with no recorded torch total
+#: (:mod:`kvpure.serve.gpu_totals`) are assumed to keep about the same, with a
+#: band as wide as the reserve itself.
 DRIVER_RESERVE: Final = 81559 * _MIB - round(79.19 * _GIB)
 
 
@@ -81,6 +85,17 @@ def vllm_total_memory(gpu: GPU, *, given: bool) -> GPUTotal:
     if logged is not None:
         term = MemoryTerm(bytes=logged, exact=False, error_bytes=LOGGED_TOTAL_BAND)
         return GPUTotal(term=term, source=f"vLLM logs of the {gpu.name}")
+    recorded = torch_total(gpu.name)
+    if recorded is not None:
+        term = MemoryTerm(
+            bytes=recorded.bytes, exact=recorded.exact, error_bytes=recorded.error_bytes
+        )
+        count = len(recorded.quotes)
+        reports = "1 public report" if count == 1 else f"{count} public reports"
+        return GPUTotal(
+            term=term,
+            source=f"torch's total on the {gpu.name} ({reports}: kvpure.serve.gpu_totals)",
+        )
     term = MemoryTerm(
         bytes=gpu.total_memory_bytes - DRIVER_RESERVE, exact=False, error_bytes=DRIVER_RESERVE
     )
