@@ -372,3 +372,31 @@ def test_errors_are_one_line_and_exit_2(
     assert len(err.splitlines()) == 1
     for word in words:
         assert word in err
+
+
+def test_memory_profile_version_selects_the_release_estimated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A 0.19 server (the release of most bundled logs) does not subtract CUDA
+    # graphs from the KV memory; 0.26 does (Worker.determine_available_memory,
+    # vllm/v1/worker/gpu_worker.py). The CLI passes the release to the estimate.
+    old_argv = [LLAMA, "--gpu", "H100-80GB", "--memory-profile-version", "0.19.0"]
+    _, old = run_json(old_argv, capsys)
+    _, new = run_json([LLAMA, "--gpu", "H100-80GB"], capsys)
+    config = parse_model_config(json.loads(Path(LLAMA).read_text()))
+    for data, version in ((old, "0.19.0"), (new, "0.26.0")):
+        (m,) = memory_of(data)
+        (direct,) = estimate_memory_budget(
+            config,
+            ProfileSettings(total_gpu_bytes=H100_TOTAL, vllm_version=version),
+            Parallelism(),
+        )
+        assert m["kv_cache_bytes"] == direct.kv_cache_bytes
+    (m_old,) = memory_of(old)
+    (m_new,) = memory_of(new)
+    assert m_old["cuda_graph_subtracted"] is False
+    assert m_new["cuda_graph_subtracted"] is True
+    assert main(["plan", LLAMA, "--gpu", "H100", "--memory-profile-version", "0.12.0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kvpure: error: --memory-profile-version")
+    assert len(err.splitlines()) == 1

@@ -25,6 +25,7 @@ from kvpure.cli.plan_options import Option
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, format_gib
 from kvpure.memory_profile.budget import render_vllm_log
+from kvpure.memory_profile.estimate import parse_version
 from kvpure.models.config import HFConfig
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.defaults import ServeSettings, resolve_serve_settings
@@ -64,6 +65,13 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         metavar="NAME",
         help="vLLM's weight quantization (fp8, awq, awq_marlin, gptq, gptq_marlin, "
         "modelopt_fp4, nvfp4, mxfp4); default: config.json's quantization_config",
+    ),
+    Option(
+        name="memory_profile_version",
+        flags=("--memory-profile-version",),
+        metavar="VERSION",
+        help="the vLLM release whose start-up memory profile is estimated (0.15 to 0.26; "
+        "default 0.26.0), e.g. to compare with an older server's log; the plan stays vLLM 0.26's",
     ),
 )
 _NAMES: Final = frozenset(option.name for option in MEMORY_OPTIONS)
@@ -111,6 +119,17 @@ def parse_utilization(text: str) -> float:
             reason="must be a fraction in (0, 1], e.g. 0.9",
         )
     return value
+
+
+def _profile_version(text: str) -> str:
+    """``--memory-profile-version`` checked (a release the estimate was fitted for)."""
+    try:
+        parse_version(text)
+    except InvalidFieldError as err:
+        raise InvalidFieldError(
+            field="--memory-profile-version", value=text, reason=err.reason
+        ) from None
+    return text.strip().lstrip("v")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +184,7 @@ def memory_case(
         gpu_memory_utilization=utilization,
         quantization=memory_texts.get("quantization"),
         tensors=model_folder_tensors(model_folder),
+        vllm_version=_profile_version(memory_texts.get("memory_profile_version", "0.26.0")),
     )
     outcome = band_outcome(layout, flags, workers, longest=longest)
     return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)

@@ -156,8 +156,12 @@ def worker_memory(
     gpu_memory_utilization: float,
     quantization: str | None,
     tensors: tuple[TensorInfo, ...] | None,
+    vllm_version: str = "0.26.0",
 ) -> tuple[WorkerMemory, ...]:
-    """Every worker's memory budget (rank order) for the resolved serve settings."""
+    """Every worker's memory budget (rank order) for the resolved serve settings.
+
+    ``vllm_version`` names the release whose start-up profile is estimated.
+    """
     if quantization is not None:
         try:
             checkpoint_quantization(config, quantization)
@@ -176,6 +180,7 @@ def worker_memory(
         max_num_seqs=_int_setting(serve, "max_num_seqs"),
         dtype=flags.dtype or "auto",
         quantization=quantization,
+        vllm_version=vllm_version,
     )
     budgets = estimate_memory_budget(
         config, settings, Parallelism(tp=tp, pp=pp, ep=ep), tensors=tensors
