@@ -57,7 +57,6 @@ class FreeKVCacheBlockQueue:
 
     def __init__(self, blocks: Iterable[KVCacheBlock]) -> None:
         root = _new_sentinel()
-        root.next_free_block = root.prev_free_block = root
         self._root = root
         self._num_free_blocks = 0
         self._link_batch("FreeKVCacheBlockQueue", root, root, blocks)

@@ -279,10 +279,15 @@ def get_kv_cache_configs(
             if not groups:
                 continue
             per_block = pool_bytes_per_block(settings, groups)
+            if per_block == 0:  # vLLM divides by it here (ZeroDivisionError)
+                raise PlanningAssertionError(
+                    check="num_gpu_blocks_override",
+                    detail=f"worker {worker}'s groups hold no layers (zero bytes per block)",
+                )
             overrides.append(
                 NumBlocksOverrideFact(
                     worker=worker,
-                    num_blocks_from_memory=available[worker] // per_block if per_block else 0,
+                    num_blocks_from_memory=available[worker] // per_block,
                     num_gpu_blocks_override=override,
                     bytes_per_block=per_block,
                 )

@@ -1,0 +1,140 @@
+"""Planning cases for the hybrid-manager-off conversion, planned by the real vLLM 0.26.0.
+
+``python gen_mutant_planning_cases.py OUT_DIR`` (vLLM on PYTHONPATH as in README.md)
+writes one generated-golden file per case (the shape of
+``tests/data/vllm-0.26.0-generated/``). With the hybrid KV cache manager disabled,
+vLLM turns sliding-window and chunked-local layers into full-attention specs that
+keep ``page_size_padded`` and ``head_size_v``; the cases pad every page and give
+``head_size_v != head_size``, so a conversion that drops either field plans a
+different number of blocks (docs/mutation.md, grouping mutants).
+"""
+
+import hashlib
+import json
+import logging
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from run_vllm import ku, parse_spec, render_spec, run  # noqa: E402
+
+CONFIG = {
+    "cache_config": {
+        "block_size": 16,
+        "enable_prefix_caching": True,
+        "prefix_match_unit": None,
+        "num_gpu_blocks_override": None,
+        "mamba_cache_mode": "none",
+        "cache_dtype": "auto",
+        "prefix_caching_hash_algo": "sha256",
+    },
+    "parallel_config": {
+        "decode_context_parallel_size": 1,
+        "prefill_context_parallel_size": 1,
+        "pipeline_parallel_size": 1,
+        "tensor_parallel_size": 1,
+    },
+    "scheduler_config": {
+        "disable_hybrid_kv_cache_manager": True,
+        "max_num_batched_tokens": 2048,
+        "max_num_encoder_input_tokens": 2048,
+        "async_scheduling": False,
+    },
+    "model_config": {"max_model_len": 8192, "original_max_model_len": None},
+    "kv_transfer_config": None,
+    "speculative_config": None,
+    "max_concurrent_batches": 1,
+    "max_in_flight_tokens": 2048,
+}
+
+
+def _attn(kind, **extra):
+    spec = {
+        "type": kind,
+        "block_size": 16,
+        "num_kv_heads": 8,
+        "head_size": 128,
+        "dtype": "bfloat16",
+        "kv_quant_mode": "NONE",
+        "page_size_padded": 53248,
+        "indexes_kv_by_block_stride": False,
+        "head_size_v": 64,
+    }
+    spec.update(extra)
+    if kind == "ChunkedLocalAttentionSpec":
+        del spec["head_size_v"]  # not a field of the chunked spec
+    return spec
+
+
+CASES = {
+    "disable_hybrid_sliding_padded_head_size_v": (
+        "disable_hybrid: padded sliding layers with head_size_v 64 keep both fields as full",
+        {
+            "layers.0.full": _attn("FullAttentionSpec"),
+            "layers.1.sliding": _attn("SlidingWindowSpec", sliding_window=512),
+            "layers.2.full": _attn("FullAttentionSpec"),
+            "layers.3.sliding": _attn("SlidingWindowSpec", sliding_window=512),
+        },
+    ),
+    "disable_hybrid_chunked_padded": (
+        "disable_hybrid: padded chunked-local layers keep page_size_padded as full",
+        {
+            "layers.0.full": _attn("FullAttentionSpec", head_size_v=128, page_size_padded=69632),
+            "layers.1.chunked": _attn(
+                "ChunkedLocalAttentionSpec",
+                attention_chunk_size=1024,
+                head_size_v=128,
+                page_size_padded=69632,
+            ),
+        },
+    ),
+}
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(
+            {"logger": record.name, "level": record.levelname, "msg": record.getMessage()}
+        )
+
+
+def _sha(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def main():
+    out_dir = sys.argv[1]
+    from vllm.v1 import kv_cache_interface as kvi
+
+    for name, (description, specs) in CASES.items():
+        rendered = {n: render_spec(parse_spec(s)) for n, s in specs.items()}
+        inp = {"vllm_config": CONFIG, "available_memory": [1 << 30], "kv_cache_specs": [rendered]}
+        collect = _Collect()
+        logger = logging.getLogger("vllm.v1.core.kv_cache_utils")
+        logger.addHandler(collect)
+        result = run(json.loads(json.dumps(inp)))
+        logger.removeHandler(collect)
+        case = {"case": name, "description": description, "input": inp, **result}
+        case["logs"] = collect.records
+        case["meta"] = {
+            "vllm_version": "0.26.0",
+            "kv_cache_utils_sha256": _sha(ku.__file__),
+            "kv_cache_interface_sha256": _sha(kvi.__file__),
+            "generated_by": "real vLLM 0.26.0 code (vllm.v1.core.kv_cache_utils."
+            "get_kv_cache_configs, unmodified wheel) on CPU via "
+            "tools/vllm_oracle/gen_mutant_planning_cases.py",
+        }
+        with open(os.path.join(out_dir, name + ".json"), "w") as handle:
+            json.dump(case, handle)
+            handle.write("\n")
+        print(name, result.get("error") or [c["num_blocks"] for c in result["output"]])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Block hashes of hand-made requests from the real vLLM request hasher (0.26.0 or 0.33.0).
+
+``python hash_cases_vllm.py CASES.json OUT.json`` with vLLM's unpacked wheel and its
+import deps on PYTHONPATH (see README.md). CASES is a list of requests in the
+shape of the goldens' ``hashes.json`` cases (``name``, ``block_size``,
+``prompt_token_ids``, ``lora_name``, ``lora_path``, ``cache_salt``,
+``mm_features``, ``prompt_embeds`` as the goldens' recipe or null,
+``appended_output_tokens``). For each case and algorithm it builds vLLM's own
+``Request`` with ``get_request_block_hasher``, appends each step of output tokens
+with ``Request.append_output_token_ids`` (so hashing resumes where vLLM resumes),
+and records the block hashes, the token count, the hashes after the prompt and
+the extra keys vLLM's ``generate_block_hash_extra_keys`` gives each full block
+scanned from token 0. PYTHONHASHSEED is "0", as in the goldens.
+
+These cases were written to kill mutants that the goldens' cases let live
+(docs/mutation.md); tests/test_hash_mutants.py reads the output.
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+os.environ["PYTHONHASHSEED"] = "0"
+
+import torch  # noqa: E402
+
+ALGORITHMS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+RECIPE = "torch.arange(40*8, dtype=float32).reshape(40, 8) / 7.0"
+
+
+def _jsonable(value):
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, tuple | list):
+        return [_jsonable(item) for item in value]
+    return value
+
+
+def run_case(case):
+    from vllm.lora.request import LoRARequest
+    from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core import kv_cache_utils as ku
+    from vllm.v1.request import Request
+
+    embeds = None
+    if case["prompt_embeds"] is not None:
+        assert case["prompt_embeds"]["recipe"] == RECIPE
+        embeds = torch.arange(40 * 8, dtype=torch.float32).reshape(40, 8) / 7.0
+
+    def build(hasher):
+        lora = None
+        if case["lora_name"] is not None:
+            lora = LoRARequest(case["lora_name"], 1, case["lora_path"] or "")
+        mm = [
+            MultiModalFeatureSpec(
+                data=None,
+                modality="image",
+                identifier=f["identifier"],
+                mm_position=PlaceholderRange(offset=f["offset"], length=f["length"]),
+            )
+            for f in case["mm_features"]
+        ] or None
+        tokens = case["prompt_token_ids"]
+        return Request(
+            case["name"],
+            None if tokens is None else list(tokens),
+            SamplingParams(max_tokens=1000),
+            None,
+            prompt_embeds=embeds,
+            mm_features=mm,
+            lora_request=lora,
+            cache_salt=case["cache_salt"],
+            block_hasher=hasher,
+        )
+
+    out = dict(case)
+    out["hashes"] = {}
+    for algo in ALGORITHMS:
+        hash_fn = get_hash_fn_by_name(algo)
+        ku.init_none_hash(hash_fn)
+        request = build(ku.get_request_block_hasher(case["block_size"], hash_fn))
+        after_prompt = len(request.block_hashes)
+        for step in case["appended_output_tokens"]:
+            request.append_output_token_ids(list(step))
+        out["hashes"][algo] = {
+            "block_hashes": [bytes(h).hex() for h in request.block_hashes],
+            "num_tokens": request.num_tokens,
+            "num_hashes_after_prompt": after_prompt,
+        }
+    request = build(None)
+    for step in case["appended_output_tokens"]:
+        request.append_output_token_ids(list(step))
+    keys, mm_idx, start = [], 0, 0
+    while start + case["block_size"] <= request.num_tokens:
+        block_keys, mm_idx = ku.generate_block_hash_extra_keys(
+            request, start, start + case["block_size"], mm_idx
+        )
+        keys.append(_jsonable(block_keys))
+        start += case["block_size"]
+    out["extra_keys_per_block_from_token_0"] = keys
+    return out
+
+
+def main():
+    cases = json.load(open(sys.argv[1]))
+    results = [run_case(case) for case in cases]
+    from vllm.v1.core import kv_cache_utils as ku
+
+    with open(ku.__file__, "rb") as source:
+        source_sha = hashlib.sha256(source.read()).hexdigest()
+    meta = {"kv_cache_utils_sha256": source_sha, "torch": torch.__version__}
+    with open(sys.argv[2], "w") as handle:
+        json.dump({"meta": meta, "pythonhashseed": "0", "cases": results}, handle, indent=1)
+        handle.write("\n")
+
+
+if __name__ == "__main__":
+    main()
