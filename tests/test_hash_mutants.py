@@ -10,6 +10,11 @@ file's ``meta``, equal to the goldens'). Each case targets one mutant of
 - an image ending one token into the block where 0.33 resumes (the ``bisect_left`` bound);
 - prompt embeddings with two images, the first in block 0, on 0.26 (the scan starts at
   item 0 from token 0, not at the last item).
+
+``hash_direct_calls.json`` holds vLLM's ``generate_block_hash_extra_keys`` itself,
+called on every window ``[start, start + block_size)`` (every even start) with every
+start index from -1 to the number of items, stale ones included
+(``hash_cases_vllm.py --direct`` on ``tools/vllm_oracle/hash_direct_cases.json``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from kvpure.hashing import (
     RequestBlockHashes,
     VllmHashProfile,
     block_extra_keys,
+    generate_block_hash_extra_keys,
     hash_prompt,
 )
 from tests.conftest import DATA_DIR
@@ -51,6 +57,10 @@ SOURCE_SHA256 = {
     "0.33": "de64494f8316d3e706802d1461cbf17ddbd421bb4c18946c085145aefd9846ea",
 }
 NAMES = [case["name"] for case in ORACLE["0.26"][0]["cases"]]
+DIRECT: dict[str, dict[str, Any]] = {
+    version: json.loads((DATA_DIR / folder / "hash_direct_calls.json").read_text())
+    for version, folder in (("0.26", "vllm-0.26.0-oracle"), ("0.33", "vllm-0.33.0-oracle"))
+}
 
 
 def _case(version: str, name: str) -> dict[str, Any]:
@@ -142,3 +152,17 @@ def test_the_cases_hold_what_each_mutant_needs() -> None:
     assert embeds["prompt_embeds"] is not None
     assert len(embeds["mm_features"]) == 2
     assert embeds["extra_keys_per_block_from_token_0"][0][0] == ["img_a", 2]
+
+
+@pytest.mark.parametrize("version", ORACLE)
+def test_generate_block_hash_extra_keys_equals_vllms_for_every_window(version: str) -> None:
+    _, profile = ORACLE[version]
+    data = DIRECT[version]
+    assert data["meta"]["kv_cache_utils_sha256"] == SOURCE_SHA256[version]
+    assert len(data["cases"]) == 2
+    for case in data["cases"]:
+        request = _request(case)
+        assert len(case["calls"]) > 50
+        for start, end, start_mm_idx, keys, next_idx in case["calls"]:
+            got = generate_block_hash_extra_keys(profile, request, start, end, start_mm_idx)
+            assert (_jsonable(got[0]), got[1]) == (keys, next_idx), (start, start_mm_idx)

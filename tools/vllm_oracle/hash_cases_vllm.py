@@ -1,6 +1,7 @@
 """Block hashes of hand-made requests from the real vLLM request hasher (0.26.0 or 0.33.0).
 
-``python hash_cases_vllm.py CASES.json OUT.json`` with vLLM's unpacked wheel and its
+``python hash_cases_vllm.py CASES.json OUT.json`` (or ``--direct CASES.json OUT.json``,
+see :func:`direct_calls`) with vLLM's unpacked wheel and its
 import deps on PYTHONPATH (see README.md). CASES is a list of requests in the
 shape of the goldens' ``hashes.json`` cases (``name``, ``block_size``,
 ``prompt_token_ids``, ``lora_name``, ``lora_path``, ``cache_salt``,
@@ -117,5 +118,72 @@ def main():
         handle.write("\n")
 
 
+
+
+def direct_calls(case):
+    """vLLM's ``generate_block_hash_extra_keys`` for every window and start index.
+
+    Windows ``[start, start + block_size)`` start at every even token up to the
+    end of the tokens; the start index is each of -1 .. len(mm_features) (what a
+    caller may pass, stale or not). The result is vLLM's (keys, next index).
+    """
+    from vllm.lora.request import LoRARequest
+    from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.core import kv_cache_utils as ku
+    from vllm.v1.request import Request
+
+    embeds = None
+    if case["prompt_embeds"] is not None:
+        embeds = torch.arange(40 * 8, dtype=torch.float32).reshape(40, 8) / 7.0
+    lora = None
+    if case["lora_name"] is not None:
+        lora = LoRARequest(case["lora_name"], 1, case["lora_path"] or "")
+    mm = [
+        MultiModalFeatureSpec(
+            data=None,
+            modality="image",
+            identifier=f["identifier"],
+            mm_position=PlaceholderRange(offset=f["offset"], length=f["length"]),
+        )
+        for f in case["mm_features"]
+    ] or None
+    request = Request(
+        case["name"],
+        list(case["prompt_token_ids"]),
+        SamplingParams(max_tokens=1000),
+        None,
+        prompt_embeds=embeds,
+        mm_features=mm,
+        lora_request=lora,
+        cache_salt=case["cache_salt"],
+    )
+    calls = []
+    size = case["block_size"]
+    for start in range(0, len(case["prompt_token_ids"]) + 1, 2):
+        for start_mm_idx in range(-1, len(case["mm_features"]) + 1):
+            keys, next_idx = ku.generate_block_hash_extra_keys(
+                request, start, start + size, start_mm_idx
+            )
+            calls.append([start, start + size, start_mm_idx, _jsonable(keys), next_idx])
+    return {**case, "calls": calls}
+
+
+def main_direct():
+    """``python hash_cases_vllm.py --direct CASES.json OUT.json``."""
+    cases = json.load(open(sys.argv[2]))
+    from vllm.v1.core import kv_cache_utils as ku
+
+    with open(ku.__file__, "rb") as source:
+        source_sha = hashlib.sha256(source.read()).hexdigest()
+    results = [direct_calls(case) for case in cases]
+    with open(sys.argv[3], "w") as handle:
+        json.dump({"meta": {"kv_cache_utils_sha256": source_sha}, "cases": results}, handle)
+        handle.write("\n")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--direct":
+        main_direct()
+    else:
+        main()
