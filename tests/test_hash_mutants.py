@@ -14,7 +14,10 @@ file's ``meta``, equal to the goldens'). Each case targets one mutant of
 ``hash_direct_calls.json`` holds vLLM's ``generate_block_hash_extra_keys`` itself,
 called on every window ``[start, start + block_size)`` (every even start) with every
 start index from -1 to the number of items, stale ones included
-(``hash_cases_vllm.py --direct`` on ``tools/vllm_oracle/hash_direct_cases.json``).
+(``hash_cases_vllm.py --direct`` on ``tools/vllm_oracle/hash_direct_cases.json``), and
+the extra keys vLLM's own request block hasher passes to its hash function when it
+resumes at each block boundary (recorded by a recording hash function), which
+``extra_keys_for_blocks`` must give for the same start and block count.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from kvpure.hashing import (
     RequestBlockHashes,
     VllmHashProfile,
     block_extra_keys,
+    extra_keys_for_blocks,
     generate_block_hash_extra_keys,
     hash_prompt,
 )
@@ -166,3 +170,15 @@ def test_generate_block_hash_extra_keys_equals_vllms_for_every_window(version: s
         for start, end, start_mm_idx, keys, next_idx in case["calls"]:
             got = generate_block_hash_extra_keys(profile, request, start, end, start_mm_idx)
             assert (_jsonable(got[0]), got[1]) == (keys, next_idx), (start, start_mm_idx)
+
+
+@pytest.mark.parametrize("version", ORACLE)
+def test_extra_keys_for_blocks_equals_vllms_hasher_on_every_resume(version: str) -> None:
+    _, profile = ORACLE[version]
+    for case in DIRECT[version]["cases"]:
+        request = _request(case)
+        size = case["block_size"]
+        assert len(case["resumes"]) == len(case["prompt_token_ids"]) // size + 1
+        for start, keys in case["resumes"]:
+            got = extra_keys_for_blocks(profile, request, size, start, len(keys))
+            assert _jsonable(got) == keys, start

@@ -127,10 +127,24 @@ def direct_calls(case):
     end of the tokens; the start index is each of -1 .. len(mm_features) (what a
     caller may pass, stale or not). The result is vLLM's (keys, next index).
     """
+    from vllm.v1.core import kv_cache_utils as ku
+
+    request = _direct_request(case)
+    calls = []
+    size = case["block_size"]
+    for start in range(0, len(case["prompt_token_ids"]) + 1, 2):
+        for start_mm_idx in range(-1, len(case["mm_features"]) + 1):
+            keys, next_idx = ku.generate_block_hash_extra_keys(
+                request, start, start + size, start_mm_idx
+            )
+            calls.append([start, start + size, start_mm_idx, _jsonable(keys), next_idx])
+    return {**case, "calls": calls}
+
+
+def _direct_request(case):
     from vllm.lora.request import LoRARequest
     from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
     from vllm.sampling_params import SamplingParams
-    from vllm.v1.core import kv_cache_utils as ku
     from vllm.v1.request import Request
 
     embeds = None
@@ -158,15 +172,37 @@ def direct_calls(case):
         lora_request=lora,
         cache_salt=case["cache_salt"],
     )
-    calls = []
+    return request
+
+
+def resume_calls(case):
+    """The extra keys vLLM's request block hasher gives when it resumes at each block.
+
+    The hasher is vLLM's own (``get_request_block_hasher``) with a hash function that
+    records the extra keys it is given; ``request.block_hashes`` is set to as many
+    placeholders as blocks before the resume point, which is where vLLM resumes.
+    Output: ``[start, [keys of each block from start to the last full block]]``.
+    """
+    from vllm.v1.core import kv_cache_utils as ku
+
+    request = _direct_request(case)
+    seen = []
+
+    def recording_hash(payload):
+        if isinstance(payload, tuple):  # (parent, tokens, extra_keys); not the seed
+            seen.append(payload[2])
+        return hashlib.sha256(repr(len(seen)).encode()).digest()
+
+    ku.init_none_hash(recording_hash)
+    hasher = ku.get_request_block_hasher(case["block_size"], recording_hash)
     size = case["block_size"]
-    for start in range(0, len(case["prompt_token_ids"]) + 1, 2):
-        for start_mm_idx in range(-1, len(case["mm_features"]) + 1):
-            keys, next_idx = ku.generate_block_hash_extra_keys(
-                request, start, start + size, start_mm_idx
-            )
-            calls.append([start, start + size, start_mm_idx, _jsonable(keys), next_idx])
-    return {**case, "calls": calls}
+    calls = []
+    for done in range(0, len(case["prompt_token_ids"]) // size + 1):
+        request.block_hashes = [b"placeholder"] * done
+        seen.clear()
+        hasher(request)
+        calls.append([done * size, [_jsonable(keys) for keys in seen]])
+    return {**case, "resumes": calls}
 
 
 def main_direct():
@@ -176,7 +212,7 @@ def main_direct():
 
     with open(ku.__file__, "rb") as source:
         source_sha = hashlib.sha256(source.read()).hexdigest()
-    results = [direct_calls(case) for case in cases]
+    results = [{**direct_calls(case), **resume_calls(case)} for case in cases]
     with open(sys.argv[3], "w") as handle:
         json.dump({"meta": {"kv_cache_utils_sha256": source_sha}, "cases": results}, handle)
         handle.write("\n")
