@@ -12,7 +12,7 @@ file's ``meta``, equal to the goldens'). Each case targets one mutant of
   item 0 from token 0, not at the last item).
 
 ``hash_direct_calls.json`` holds vLLM's ``generate_block_hash_extra_keys`` itself,
-called on every window ``[start, start + block_size)`` (every even start) with every
+called on every window ``[start, start + block_size)`` (every start token) with every
 start index from -1 to the number of items, stale ones included
 (``hash_cases_vllm.py --direct`` on ``tools/vllm_oracle/hash_direct_cases.json``), and
 the extra keys vLLM's own request block hasher passes to its hash function when it

@@ -123,7 +123,7 @@ def main():
 def direct_calls(case):
     """vLLM's ``generate_block_hash_extra_keys`` for every window and start index.
 
-    Windows ``[start, start + block_size)`` start at every even token up to the
+    Windows ``[start, start + block_size)`` start at every token up to the
     end of the tokens; the start index is each of -1 .. len(mm_features) (what a
     caller may pass, stale or not). The result is vLLM's (keys, next index).
     """
@@ -132,7 +132,7 @@ def direct_calls(case):
     request = _direct_request(case)
     calls = []
     size = case["block_size"]
-    for start in range(0, len(case["prompt_token_ids"]) + 1, 2):
+    for start in range(0, len(case["prompt_token_ids"]) + 1):
         for start_mm_idx in range(-1, len(case["mm_features"]) + 1):
             keys, next_idx = ku.generate_block_hash_extra_keys(
                 request, start, start + size, start_mm_idx
