@@ -17,7 +17,10 @@ start index from -1 to the number of items, stale ones included
 (``hash_cases_vllm.py --direct`` on ``tools/vllm_oracle/hash_direct_cases.json``), and
 the extra keys vLLM's own request block hasher passes to its hash function when it
 resumes at each block boundary (recorded by a recording hash function), which
-``extra_keys_for_blocks`` must give for the same start and block count.
+``extra_keys_for_blocks`` must give for the same start and block count. For every
+start token (aligned or not) and every block count, ``extra_keys_for_blocks`` must
+also equal vLLM's calls chained from the index vLLM's hasher starts from there
+(``resume_index``: -1 past token 0 on 0.26; ``get_mm_features_in_window`` on 0.33).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from kvpure.hashing import (
     generate_block_hash_extra_keys,
     hash_prompt,
 )
+from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
 from tests.conftest import DATA_DIR
 
 ALGORITHMS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
@@ -163,10 +167,10 @@ def test_generate_block_hash_extra_keys_equals_vllms_for_every_window(version: s
     _, profile = ORACLE[version]
     data = DIRECT[version]
     assert data["meta"]["kv_cache_utils_sha256"] == SOURCE_SHA256[version]
-    assert len(data["cases"]) == 2
+    assert len(data["cases"]) == 3
     for case in data["cases"]:
         request = _request(case)
-        assert len(case["calls"]) > 50
+        assert len(case["calls"]) >= 30
         for start, end, start_mm_idx, keys, next_idx in case["calls"]:
             got = generate_block_hash_extra_keys(profile, request, start, end, start_mm_idx)
             assert (_jsonable(got[0]), got[1]) == (keys, next_idx), (start, start_mm_idx)
@@ -182,3 +186,46 @@ def test_extra_keys_for_blocks_equals_vllms_hasher_on_every_resume(version: str)
         for start, keys in case["resumes"]:
             got = extra_keys_for_blocks(profile, request, size, start, len(keys))
             assert _jsonable(got) == keys, start
+
+
+@pytest.mark.parametrize("version", ORACLE)
+def test_extra_keys_for_blocks_equals_vllms_chained_calls_from_every_token(version: str) -> None:
+    _, profile = ORACLE[version]
+    for case in DIRECT[version]["cases"]:
+        request = _request(case)
+        size = case["block_size"]
+        table = {(start, index): (keys, after) for start, _, index, keys, after in case["calls"]}
+        num_tokens = len(case["prompt_token_ids"])
+        for start in range(num_tokens + 1):
+            for count in range((num_tokens - start) // size + 1):
+                expected: list[object] = []
+                index = case["resume_index"][start]
+                for block in range(count):
+                    keys, index = table[(start + block * size, index)]
+                    expected.append(keys)
+                got = extra_keys_for_blocks(profile, request, size, start, count)
+                assert _jsonable(got) == expected, (case["name"], start, count)
+
+
+@pytest.mark.parametrize("version", ORACLE)
+def test_steady_start_is_the_first_block_after_vllms_last_varying_keys(version: str) -> None:
+    """From the steady start on every block has the LoRA key or nothing; not before it.
+
+    Checked on vLLM's keys per block: the steady start is one block past the last
+    block (block 0 included, for its salt) whose keys differ from the steady keys.
+    """
+    data, profile = ORACLE[version]
+    checked = 0
+    for case in data["cases"]:
+        if case["prompt_embeds"] is not None:
+            continue
+        keys = case["extra_keys_per_block_from_token_0"]
+        size = case["block_size"]
+        if any(f["offset"] + f["length"] > len(keys) * size for f in case["mm_features"]):
+            continue  # an item in the partial tail: vLLM hashed no block holding its end
+        request = _request(case)
+        steady = _jsonable(steady_extra_keys(profile, request))
+        varying = [i for i, block in enumerate(keys) if i == 0 or block != steady]
+        assert steady_extra_keys_start(request, size) == (max(varying) + 1) * size, case["name"]
+        checked += 1
+    assert checked >= 6

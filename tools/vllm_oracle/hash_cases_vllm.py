@@ -138,7 +138,28 @@ def direct_calls(case):
                 request, start, start + size, start_mm_idx
             )
             calls.append([start, start + size, start_mm_idx, _jsonable(keys), next_idx])
-    return {**case, "calls": calls}
+    return {**case, "calls": calls, "resume_index": [_resume_index(request, s, size) for s in
+                                                   range(0, len(case["prompt_token_ids"]) + 1)]}
+
+
+def _resume_index(request, start, size):
+    """The multimodal index vLLM's request block hasher starts from at ``start``.
+
+    The branch at the top of ``get_request_block_hasher``'s inner function, run
+    with vLLM's own helpers: 0.26 passes -1 (the last item) past token 0; 0.33
+    asks ``vllm.multimodal.utils.get_mm_features_in_window`` when the last item
+    ends after ``start``.
+    """
+    from vllm.v1.core import kv_cache_utils as ku
+
+    if not hasattr(ku, "get_mm_features_in_window"):  # 0.26's hasher does not use it
+        return -1 if start > 0 else 0
+    features = request.mm_features
+    if start > 0 and features:
+        last = features[-1].mm_position
+        if last.offset + last.length > start:
+            return ku.get_mm_features_in_window(features, start, start + size)[0]
+    return 0
 
 
 def _direct_request(case):
