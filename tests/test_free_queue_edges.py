@@ -118,7 +118,7 @@ def test_a_block_twice_in_a_batch_is_refused_and_undone(operation: str) -> None:
     with pytest.raises(BlockAlreadyQueuedError) as caught:
         getattr(queue, operation)([blocks[0], blocks[0]])
     assert caught.value.operation == operation
-    assert "appears twice in the batch" in caught.value.reason
+    assert caught.value.reason == "it appears twice in the batch; pass each block once"
     _assert_intact(queue, [1, 2])
     assert not blocks[0].is_queued
 
@@ -128,16 +128,21 @@ def test_each_misuse_says_why() -> None:
     other, other_blocks = _queue(1)
     with pytest.raises(BlockInOtherQueueError) as sentinel:
         queue.remove(other.fake_free_list_head)
-    assert "sentinel of a free block queue" in sentinel.value.reason
+    assert sentinel.value.reason == "it is the sentinel of a free block queue, not a KV-cache block"
     popped = queue.popleft()
     with pytest.raises(BlockNotQueuedError) as unqueued:
         queue.remove(popped)
-    assert f"not in the free block queue (ref_cnt={popped.ref_cnt})" in unqueued.value.reason
+    assert unqueued.value.reason == (
+        f"it is not in the free block queue (ref_cnt={popped.ref_cnt}); "
+        "only free blocks can be removed"
+    )
     with pytest.raises(BlockInOtherQueueError) as foreign:
         queue.remove(other_blocks[0])
-    assert "in a different free block queue" in foreign.value.reason
+    assert foreign.value.reason == (
+        "it is in a different free block queue; remove it from that queue first"
+    )
     with pytest.raises(BlockAlreadyQueuedError) as twice:
         queue.append(blocks[1])
-    assert "already is in this free block queue" in twice.value.reason
+    assert twice.value.reason == "it already is in this free block queue; remove or pop it first"
     _assert_intact(queue, [1])
     _assert_intact(other, [0])
