@@ -58,6 +58,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     ),
     "kvpure/planning/grouping.py": (
         "tests/test_grouping.py",
+        "tests/test_grouping_predicates.py",
         "tests/test_golden_planning.py",
         "tests/test_golden_planning_generated.py",
         "tests/test_golden_planning_oracle.py",
