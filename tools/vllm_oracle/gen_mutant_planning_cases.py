@@ -92,6 +92,47 @@ CASES = {
 }
 
 
+def _auto_fit_config(pipeline_parallel_size):
+    config = json.loads(json.dumps(CONFIG))
+    config["scheduler_config"]["disable_hybrid_kv_cache_manager"] = False
+    config["parallel_config"]["pipeline_parallel_size"] = pipeline_parallel_size
+    config["model_config"] = {"max_model_len": 32768, "original_max_model_len": -1}
+    config["max_concurrent_batches"] = pipeline_parallel_size
+    config["max_in_flight_tokens"] = 2048 * pipeline_parallel_size
+    return config
+
+
+_FULL = {
+    "type": "FullAttentionSpec",
+    "block_size": 16,
+    "num_kv_heads": 8,
+    "head_size": 128,
+    "dtype": "bfloat16",
+    "kv_quant_mode": "NONE",
+    "page_size_padded": None,
+    "indexes_kv_by_block_stride": False,
+    "head_size_v": 128,
+}
+
+# (name, description, vllm_config, per-worker specs, per-worker memory)
+AUTO_FIT_CASES = [
+    (
+        "autofit_attention_free",
+        "auto-fit on an attention-free model: the derived max_model_len is kept and logged",
+        _auto_fit_config(1),
+        [{}],
+        [1 << 30],
+    ),
+    (
+        "autofit_pp2_first_stage_without_layers",
+        "auto-fit with PP 2 whose first stage has no KV layers: the second stage limits",
+        _auto_fit_config(2),
+        [{}, {f"layers.{i}.attn": _FULL for i in range(4)}],
+        [1 << 30, 3 << 20],
+    ),
+]
+
+
 class _Collect(logging.Handler):
     def __init__(self):
         super().__init__()
@@ -112,9 +153,13 @@ def main():
     out_dir = sys.argv[1]
     from vllm.v1 import kv_cache_interface as kvi
 
-    for name, (description, specs) in CASES.items():
-        rendered = {n: render_spec(parse_spec(s)) for n, s in specs.items()}
-        inp = {"vllm_config": CONFIG, "available_memory": [1 << 30], "kv_cache_specs": [rendered]}
+    runs = [
+        (name, description, CONFIG, [specs], [1 << 30])
+        for name, (description, specs) in CASES.items()
+    ] + AUTO_FIT_CASES
+    for name, description, config, workers, memory in runs:
+        rendered = [{n: render_spec(parse_spec(s)) for n, s in w.items()} for w in workers]
+        inp = {"vllm_config": config, "available_memory": memory, "kv_cache_specs": rendered}
         collect = _Collect()
         logger = logging.getLogger("vllm.v1.core.kv_cache_utils")
         logger.addHandler(collect)
@@ -133,7 +178,12 @@ def main():
         with open(os.path.join(out_dir, name + ".json"), "w") as handle:
             json.dump(case, handle)
             handle.write("\n")
-        print(name, result.get("error") or [c["num_blocks"] for c in result["output"]])
+        print(
+            name,
+            result.get("error") or [c["num_blocks"] for c in result["output"]],
+            result.get("final_max_model_len"),
+            [r["msg"][:60] for r in collect.records],
+        )
 
 
 if __name__ == "__main__":
