@@ -130,6 +130,17 @@ AUTO_FIT_CASES = [
         [{}, {f"layers.{i}.attn": _FULL for i in range(4)}],
         [1 << 30, 3 << 20],
     ),
+    (
+        "autofit_pp2_tie_first_worker_limits",
+        "auto-fit with PP 2 where both stages fit the same length: the first one's memory "
+        "is the one logged (7 MiB apart, less than one 7.5 MiB block)",
+        _auto_fit_config(2),
+        [
+            {f"layers.{i}.attn": _FULL for i in range(120)},
+            {f"layers.{i}.attn": _FULL for i in range(120, 240)},
+        ],
+        [200 * 7680 * 1024 + (7 << 20), 200 * 7680 * 1024],
+    ),
 ]
 
 
@@ -149,9 +160,30 @@ def _sha(path):
         return hashlib.sha256(handle.read()).hexdigest()
 
 
+def _log_every_call():
+    """Record every ``info_once``/``warning_once`` call, as the other generated goldens do.
+
+    vLLM prints a repeated line once per process (an lru_cache over the message and
+    its arguments); the goldens, and kvpure's ``vllm_log_lines``, list every call, so
+    two workers with the same capacity each have their lines.
+    """
+    import vllm.logger as vllm_logger
+
+    def info(logger, msg, *args):
+        logger.info(msg, *args, stacklevel=3)
+
+    def warning(logger, msg, *args):
+        logger.warning(msg, *args, stacklevel=3)
+
+    vllm_logger._print_info_once = info
+    vllm_logger._print_warning_once = warning
+
+
 def main():
     out_dir = sys.argv[1]
     from vllm.v1 import kv_cache_interface as kvi
+
+    _log_every_call()
 
     runs = [
         (name, description, CONFIG, [specs], [1 << 30])
