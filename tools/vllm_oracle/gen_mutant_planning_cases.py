@@ -141,6 +141,16 @@ AUTO_FIT_CASES = [
         ],
         [200 * 7680 * 1024 + (7 << 20), 200 * 7680 * 1024],
     ),
+    (
+        "autofit_pp2_second_stage_limits",
+        "auto-fit with PP 2 where the second stage has less memory: its memory is logged",
+        _auto_fit_config(2),
+        [
+            {f"layers.{i}.attn": _FULL for i in range(120)},
+            {f"layers.{i}.attn": _FULL for i in range(120, 240)},
+        ],
+        [400 * 7680 * 1024, 150 * 7680 * 1024],
+    ),
 ]
 
 
