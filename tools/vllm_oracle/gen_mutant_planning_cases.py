@@ -151,6 +151,13 @@ AUTO_FIT_CASES = [
         ],
         [400 * 7680 * 1024, 150 * 7680 * 1024],
     ),
+    (
+        "autofit_one_token_fits",
+        "auto-fit where one token is all that fits (block size 1, one page of memory)",
+        _auto_fit_config(1),
+        [{"layers.0.attn": {**_FULL, "block_size": 1}}],
+        [4096],
+    ),
 ]
 
 
