@@ -2,7 +2,8 @@
 
 ``python tools/bench_ab_versions.py OLD_SRC`` (with the project's src on PYTHONPATH).
 OLD_SRC is the ``src`` folder of an older checkout, e.g. the commit before the
-runtime-type checks (``git worktree add --detach /tmp/kv-before ad4f0c8~``). Its
+runtime-type checks (``mkdir /tmp/kv-before && git archive ad4f0c8~ src | tar -x -C
+/tmp/kv-before``, then OLD_SRC is ``/tmp/kv-before/src``). Its
 ``kvpure`` package is copied to a temporary folder as ``kvpure_before`` (imports
 rewritten) so both load side by side; each measure takes turns between the two
 and keeps the best of several rounds of process CPU time, garbage collector off.
@@ -11,6 +12,7 @@ A ratio new/old above 1 means the current code is slower.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import re
 import shutil
@@ -27,6 +29,7 @@ ROUNDS = 15
 
 def _load_old(old_src: Path) -> ModuleType:
     tmp = Path(tempfile.mkdtemp(prefix="kvpure-before-"))
+    atexit.register(shutil.rmtree, tmp, True)
     target = tmp / "kvpure_before"
     shutil.copytree(old_src / "kvpure", target, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for path in target.rglob("*.py"):
