@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kvpure-installed
 
-.PHONY: demo test bench lint typecheck unit clean
+.PHONY: demo test bench lint typecheck unit clean mutation
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,5 +38,11 @@ test: lint typecheck unit
 bench: $(EXT_STAMP)
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
+# Mutation testing of the core modules (docs/mutation.md): slow, one core, not part of
+# `make test`. MODULES narrows it, e.g. `make mutation MODULES=free_queue`.
+MODULES ?=
+mutation: $(STAMP)
+	nice $(PY) tools/mutation/run.py $(MODULES)
+
 clean:
-	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis .mutation

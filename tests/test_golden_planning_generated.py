@@ -25,6 +25,7 @@ from kvpure.interop.planning import (
     plan_input,
     render_plan,
 )
+from kvpure.planning.log_lines import vllm_log_lines
 from tests.conftest import GOLDEN_026
 from tests.planning_golden_checks import assert_input_specs_round_trip, assert_plan_matches
 
@@ -49,7 +50,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def test_generated_cases_are_found_and_come_from_vllm() -> None:
-    assert 60 <= len(CASES) <= 150
+    assert 60 <= len(CASES) <= 160
     for path in CASES:
         case = _load(path)
         assert case["case"] == path.stem
@@ -80,3 +81,16 @@ def test_generated_case(path: Path) -> None:
 def test_generated_input_specs_reproduce_vllm_page_sizes(path: Path) -> None:
     """Every input spec reads and renders back as vLLM rendered it, ``_derived`` included."""
     assert_input_specs_round_trip(_load(path))
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in CASES if "error" not in _load(p)], ids=lambda p: p.stem
+)
+def test_logs_rebuilt_from_plan_facts(path: Path) -> None:
+    """What vLLM's planner logged (padding, the hybrid warning, overrides, auto-fit,
+    capacity), rebuilt from the plan's facts. The inputs were rendered before vLLM's
+    call, so no auto-fit line needs adjusting (unlike the hand-picked goldens)."""
+    case = _load(path)
+    plan = plan_input(parse_planning_input(case["input"]))
+    got = [(line.level, line.msg) for line in vllm_log_lines(plan)]
+    assert got == [(log["level"], log["msg"]) for log in case["logs"]]

@@ -134,9 +134,10 @@ class WorkerSpecMismatchError(KVPureValueError):
 
     def __init__(self, *, layer_name: str, first_worker: int, other_worker: int) -> None:
         super().__init__(
-            f"The KV cache specs for layer {layer_name} differ between worker "
-            f"{first_worker} and worker {other_worker}. This is not supported: every "
-            "worker must declare the same spec for a layer it shares."
+            "The KV cache specs for the same layer are different across workers: "
+            f"layer {layer_name} differs between worker {first_worker} and worker "
+            f"{other_worker}. This is not supported: every worker must declare the same "
+            "spec for a layer it shares."
         )
         self.layer_name = layer_name
         self.first_worker = first_worker

@@ -57,7 +57,6 @@ class FreeKVCacheBlockQueue:
 
     def __init__(self, blocks: Iterable[KVCacheBlock]) -> None:
         root = _new_sentinel()
-        root.next_free_block = root.prev_free_block = root
         self._root = root
         self._num_free_blocks = 0
         self._link_batch("FreeKVCacheBlockQueue", root, root, blocks)
@@ -120,12 +119,11 @@ class FreeKVCacheBlockQueue:
 
     def remove(self, block: KVCacheBlock) -> None:
         """Take ``block`` out of the queue, wherever it is."""
-        try:
-            queue = block._queue
-        except AttributeError:
+        try:  # free when nothing is raised: the slot read is vLLM's own cost
+            if block._queue is not self:
+                raise self._foreign("remove", block)
+        except AttributeError:  # not a block (no owner slot)
             raise NotABlockError(operation="remove", item=block) from None
-        if queue is not self:
-            raise self._foreign("remove", block)
         before: KVCacheBlock = block.prev_free_block  # type: ignore[assignment]  # queued
         after: KVCacheBlock = block.next_free_block  # type: ignore[assignment]  # queued
         before.next_free_block = after
@@ -137,12 +135,11 @@ class FreeKVCacheBlockQueue:
 
     def append(self, block: KVCacheBlock) -> None:
         """Put ``block`` at the back (evicted last)."""
-        try:
-            queued = block._queue is not None
-        except AttributeError:
+        try:  # free when nothing is raised: the slot read is vLLM's own cost
+            if block._queue is not None:
+                raise self._foreign("append", block)
+        except AttributeError:  # not a block (no owner slot)
             raise NotABlockError(operation="append", item=block) from None
-        if queued:
-            raise self._foreign("append", block)
         root = self._root
         last: KVCacheBlock = root.prev_free_block  # type: ignore[assignment]  # the ring is closed
         block._queue = self

@@ -87,7 +87,7 @@ class CacheRequest:
         return self.hash_request.lora_name
 
     def append_output_token_ids(self, token_id: int) -> None:
-        """Append one output token and hash any block it completes."""
-        self.all_token_ids.append(token_id)
+        """Append one output token and hash any block it completes (a bad id changes nothing)."""
         if self._hashes is not None:
             self._hashes = self._hashes.append_output_token_ids(token_id)
+        self.all_token_ids.append(token_id)

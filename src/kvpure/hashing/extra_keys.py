@@ -133,9 +133,10 @@ def _resume_last_item(_features: Sequence[MultiModalFeature], _start: int) -> in
 
 
 def _resume_first_overlapping(features: Sequence[MultiModalFeature], start: int) -> int:
-    if features and features[-1].end > start:
-        return bisect.bisect_left(features, start + 1, key=lambda feature: feature.end)
-    return 0
+    # The first item ending after ``start``. Where none does (or there are none),
+    # vLLM starts at 0 and this gives len(features): either way the scan returns
+    # at once, as the last item ends at or before ``start``.
+    return bisect.bisect_left(features, start + 1, key=lambda feature: feature.end)
 
 
 _RESUME: Mapping[MmResumeRule, Callable[[Sequence[MultiModalFeature], int], int]] = (

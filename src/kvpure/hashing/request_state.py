@@ -12,6 +12,7 @@ from typing import Any, cast, overload
 
 from pyrsistent import PVector, pvector
 
+from kvpure.errors import InvalidFieldError
 from kvpure.hashing.accelerator import install_decode_append
 from kvpure.hashing.block_hasher import (
     NO_BLOCK_HASHES,
@@ -222,6 +223,8 @@ class RequestBlockHashes:
         node = self._state
         hashed: _Hashed = node[0]  # the chain's first item
         if type(token_ids) is int or isinstance(token_ids, int):
+            if token_ids < 0:
+                raise _negative_token_id(token_ids)
             count = node[1] + 1  # the chain's second item: the count
             if count < hashed[1]:  # no new full block: the common step
                 new = _new_object(RequestBlockHashes)
@@ -229,13 +232,14 @@ class RequestBlockHashes:
                 return new
             pending = _pending_tokens(node)
             pending.append(token_ids)
-        elif node[1]:
-            pending = _pending_tokens(node)
-            pending.extend(token_ids)
-        elif type(token_ids) is list or type(token_ids) is tuple:
+            return _hash_pending(hashed, pending, chain_hasher)
+        if type(token_ids) is not list and type(token_ids) is not tuple:
+            token_ids = list(token_ids)
+        _refuse_negative_token_ids(token_ids)
+        if not node[1]:
             return _hash_pending(hashed, token_ids, chain_hasher)  # read, never kept
-        else:
-            pending = list(token_ids)
+        pending = _pending_tokens(node)
+        pending.extend(token_ids)
         return _hash_pending(hashed, pending, chain_hasher)
 
     def __repr__(self) -> str:
@@ -247,6 +251,27 @@ class RequestBlockHashes:
     def __reduce__(self) -> tuple[object, ...]:
         """Pickled by its public fields; the decode plan (a closure) is rebuilt."""
         return (_rebuild, (self.scheme, self.request, self.all_token_ids, self.block_hashes))
+
+
+def _negative_token_id(token_id: object) -> InvalidFieldError:
+    return InvalidFieldError(
+        field="token_ids",
+        value=token_id,
+        reason="an appended token id is a vocabulary index, 0 or more",
+    )
+
+
+def _refuse_negative_token_ids(token_ids: Sequence[object]) -> None:
+    """Refuse a step holding a negative id (one C-speed ``min`` over the step)."""
+    try:
+        lowest = min(token_ids, default=0)  # type: ignore[type-var]  # checked below
+        negative = lowest < 0  # type: ignore[operator]  # a non-number raises TypeError
+    except TypeError:
+        raise InvalidFieldError(
+            field="token_ids", value=list(token_ids)[:8], reason="appended token ids are ints"
+        ) from None
+    if negative:
+        raise _negative_token_id(lowest)
 
 
 def _hash_pending(

@@ -55,10 +55,14 @@ DTYPE_ITEM_SIZES: Mapping[str, int] = {
 }
 """Bytes per element of the dtypes an embeddings tensor may have."""
 
+MAX_RECIPE_ELEMENTS = 2**25
+"""The most float32 elements a ``prompt_embeds`` recipe may build (128 MiB, as much as
+the largest ``hex`` embeddings a bounded input file can hold)."""
+
 _RECIPE = re.compile(
-    r"^\s*torch\.arange\(\s*(?P<count>\d+(?:\s*\*\s*\d+)*)\s*,\s*dtype\s*=\s*(?:torch\.)?float32\s*\)"
-    r"\s*\.reshape\(\s*(?P<rows>\d+)\s*,\s*(?P<cols>\d+)\s*\)"
-    r"(?:\s*/\s*(?P<divisor>\d+(?:\.\d*)?))?\s*$"
+    r"^\s*torch\.arange\(\s*(?P<count>\d{1,12}(?:\s*\*\s*\d{1,12}){0,3})\s*,\s*dtype\s*=\s*(?:torch\.)?float32\s*\)"
+    r"\s*\.reshape\(\s*(?P<rows>\d{1,12})\s*,\s*(?P<cols>\d{1,12})\s*\)"
+    r"(?:\s*/\s*(?P<divisor>\d{1,12}(?:\.\d{0,12})?))?\s*$"
 )
 
 
@@ -132,6 +136,12 @@ def _recipe_bytes(recipe: str, shape: tuple[int, ...]) -> bytes:
         )
     count = math.prod(int(part) for part in match["count"].split("*"))
     rows, cols = int(match["rows"]), int(match["cols"])
+    if count > MAX_RECIPE_ELEMENTS:
+        raise InvalidFieldError(
+            field="prompt_embeds.recipe",
+            value=recipe,
+            reason=f"builds {count} elements; at most {MAX_RECIPE_ELEMENTS} are allowed",
+        )
     if count != rows * cols or shape != (rows, cols):
         raise InvalidFieldError(
             field="prompt_embeds.recipe",

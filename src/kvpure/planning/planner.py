@@ -32,7 +32,7 @@ from kvpure.planning.memory import (
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
 from kvpure.settings import PlannerSettings
 from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, get_uniform_type_base_spec
-from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
 
 
@@ -180,9 +180,10 @@ def _auto_fit(
         )
     fitted = original
     limiting = available[0]
-    for groups, mem in zip(projected, available, strict=True):
+    for worker, groups in enumerate(projected):
         if not groups:
             continue
+        mem = available[worker]
         worker_max = estimate_max_model_len_from_groups(settings, groups, mem)
         if worker_max < fitted:
             fitted = worker_max
@@ -197,18 +198,18 @@ def _auto_fit(
 
 
 def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
+    """vLLM's equalisation: each tensor scaled from the worker's blocks to ``num_blocks``."""
     old = config.num_blocks
-    if old == num_blocks and all(old != 0 and t.size % old == 0 for t in config.kv_cache_tensors):
-        return config
-    tensors: list[KVCacheTensor] = []
-    for tensor in config.kv_cache_tensors:
-        if old == 0 or tensor.size % old != 0:
-            raise PlanningAssertionError(
-                check="tensor_size_divides",
-                detail=f"tensor of {tensor.size} bytes does not divide into {old} blocks",
-            )
-        tensors.append(dataclasses.replace(tensor, size=tensor.size // old * num_blocks))
-    return dataclasses.replace(config, num_blocks=num_blocks, kv_cache_tensors=tuple(tensors))
+    if old == 0 or any(tensor.size % old for tensor in config.kv_cache_tensors):
+        raise PlanningAssertionError(
+            check="tensor_size_divides",
+            detail=f"every tensor's size must divide into the worker's {old} blocks",
+        )
+    tensors = tuple(
+        dataclasses.replace(tensor, size=tensor.size // old * num_blocks)
+        for tensor in config.kv_cache_tensors
+    )
+    return dataclasses.replace(config, num_blocks=num_blocks, kv_cache_tensors=tensors)
 
 
 def _worker_facts(
@@ -279,10 +280,15 @@ def get_kv_cache_configs(
             if not groups:
                 continue
             per_block = pool_bytes_per_block(settings, groups)
+            if per_block == 0:  # vLLM divides by it here (ZeroDivisionError)
+                raise PlanningAssertionError(
+                    check="num_gpu_blocks_override",
+                    detail=f"worker {worker}'s groups hold no layers (zero bytes per block)",
+                )
             overrides.append(
                 NumBlocksOverrideFact(
                     worker=worker,
-                    num_blocks_from_memory=available[worker] // per_block if per_block else 0,
+                    num_blocks_from_memory=available[worker] // per_block,
                     num_gpu_blocks_override=override,
                     bytes_per_block=per_block,
                 )
@@ -292,9 +298,9 @@ def get_kv_cache_configs(
     if settings.auto_fit_max_model_len:
         auto_fit = _auto_fit(settings, projected, available)
         settings = settings.with_max_model_len(auto_fit.fitted_max_model_len)
-    for groups, mem in zip(projected, available, strict=True):
+    for worker, groups in enumerate(projected):
         if groups:
-            _check_worker_memory(settings, groups, mem)
+            _check_worker_memory(settings, groups, available[worker])
     configs: list[KVCacheConfig] = []
     for groups, worker_specs, mem in zip(projected, workers, available, strict=True):
         if sum(len(g.layer_names) for g in groups) != len(worker_specs):
@@ -309,7 +315,7 @@ def get_kv_cache_configs(
     min_blocks = min(c.num_blocks for c in configs)
     before = [c.num_blocks for c in configs]
     configs = [_shrink(c, min_blocks) for c in configs]
-    facts = tuple(_worker_facts(settings, c, nb) for c, nb in zip(configs, before, strict=True))
+    facts = tuple(_worker_facts(settings, c, before[i]) for i, c in enumerate(configs))
     return KVCachePlan(
         kv_cache_configs=tuple(configs),
         final_max_model_len=settings.max_model_len,

@@ -232,6 +232,34 @@ append_items(PyObject *node, PyObject *hashed, Py_ssize_t count, Py_ssize_t bloc
     return new_state(chain);
 }
 
+/* Whether `token` is an exact int that is not negative; anything else (a negative id, a
+ * subclass, an error) goes to the Python body, which refuses it naming the field. */
+static int
+plain_token(PyObject *token)
+{
+    if (!PyLong_CheckExact(token)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(token, &overflow);
+    if (value == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return overflow > 0 || (overflow == 0 && value >= 0);
+}
+
+static int
+plain_tokens(PyObject *const *items, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!plain_token(items[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* RequestBlockHashes.append_output_token_ids(token_ids, *, chain_hasher=...) */
 static PyObject *
 decode_append(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -267,12 +295,18 @@ decode_append(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
     int handled = 0;
     PyObject *result = NULL;
     if (PyLong_CheckExact(tokens)) {
+        if (!plain_token(tokens)) {
+            return delegate(self, args, nargs, kwnames);
+        }
         if (count + 1 < block_size) { /* no new full block: the common step */
             return new_state(chain_node(hashed, count + 1, tokens, Py_NewRef(node)));
         }
         result = append_items(node, hashed, count, block_size, &tokens, 1, &handled);
     }
     else if (PyList_CheckExact(tokens) || PyTuple_CheckExact(tokens)) {
+        if (!plain_tokens(PySequence_Fast_ITEMS(tokens), PySequence_Fast_GET_SIZE(tokens))) {
+            return delegate(self, args, nargs, kwnames);
+        }
         Py_INCREF(tokens); /* its items are read while the list lives */
         result = append_items(node, hashed, count, block_size, PySequence_Fast_ITEMS(tokens),
                               PySequence_Fast_GET_SIZE(tokens), &handled);
