@@ -4,21 +4,33 @@
   in ``[0, vocab_size)``; a negative or non-int id is refused naming ``token_ids``,
   and the state it was called on stays usable (states are values; the cache's
   request keeps its tokens as they were).
+- A multimodal item ends inside the prompt: vLLM's input processor places each item's
+  placeholder tokens in the prompt, so an item past its end is refused naming it.
 - A ``prompt_embeds`` recipe builds at most ``MAX_RECIPE_ELEMENTS`` elements, checked
   before anything is allocated (a 10**10-element recipe used to exhaust memory).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
 from kvpure.cache.request import CacheRequest
+from kvpure.cli import main
 from kvpure.errors import InvalidFieldError
-from kvpure.hashing import VLLM_0_26, HashRequest, HashScheme, RequestBlockHashes
+from kvpure.hashing import (
+    VLLM_0_26,
+    HashRequest,
+    HashScheme,
+    MultiModalFeature,
+    RequestBlockHashes,
+)
 from kvpure.interop.hashing import MAX_RECIPE_ELEMENTS, hash_case_from_json
 
+ROOT = Path(__file__).resolve().parents[1]
 SCHEME = HashScheme.from_seed(algorithm="sha256_cbor", block_size=2, seed="0", profile=VLLM_0_26)
 
 
@@ -92,3 +104,28 @@ def test_a_recipe_with_a_5000_digit_count_is_refused() -> None:
     with pytest.raises(InvalidFieldError) as caught:
         hash_case_from_json(_embeds_case(recipe, [1, 1]))
     assert caught.value.field == "prompt_embeds.recipe"
+
+
+def test_a_multimodal_item_past_the_prompt_is_refused() -> None:
+    inside = MultiModalFeature(identifier="img_a", offset=0, length=2)
+    assert HashRequest(prompt_token_ids=(1, 2, 3), mm_features=(inside,)).num_prompt_tokens == 3
+    ends_at_the_end = MultiModalFeature(identifier="img_b", offset=1, length=2)
+    HashRequest(prompt_token_ids=(1, 2, 3), mm_features=(ends_at_the_end,))  # accepted
+    past = MultiModalFeature(identifier="img_b", offset=2, length=2)
+    with pytest.raises(InvalidFieldError) as caught:
+        HashRequest(prompt_token_ids=(1, 2, 3), mm_features=(inside, past))
+    assert caught.value.field == "mm_features[1].length"
+    assert "ends at token 4, past the prompt's 3 tokens" in str(caught.value)
+
+
+def test_the_hash_cli_refuses_an_item_past_the_prompt_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    case = json.loads((ROOT / "examples" / "request.json").read_text())
+    case["mm_features"][-1]["offset"] = len(case["prompt_token_ids"]) - 1
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(case))
+    assert main(["hash", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "mm_features[1].length" in err

@@ -65,6 +65,13 @@ def mm_features(draw: st.DrawFn) -> tuple[MultiModalFeature, ...]:
     return tuple(features)
 
 
+def _within(
+    features: tuple[MultiModalFeature, ...], num_tokens: int
+) -> tuple[MultiModalFeature, ...]:
+    """The items that fit a prompt of ``num_tokens`` (vLLM places every item inside it)."""
+    return tuple(f for f in features if f.end <= num_tokens)
+
+
 def _scheme(algo: str, block_size: int, profile: VllmHashProfile) -> HashScheme:
     return HashScheme.from_seed(algorithm=algo, block_size=block_size, seed="0", profile=profile)
 
@@ -92,7 +99,10 @@ def test_one_hash_per_full_block(
     features: tuple[MultiModalFeature, ...],
 ) -> None:
     request = HashRequest(
-        prompt_token_ids=tuple(tokens), lora_name=lora, cache_salt=salt, mm_features=features
+        prompt_token_ids=tuple(tokens),
+        lora_name=lora,
+        cache_salt=salt,
+        mm_features=_within(features, len(tokens)),
     )
     hashes = hash_prompt(_scheme(algo, bs, profile), request)
     assert len(hashes) == len(tokens) // bs
@@ -112,6 +122,7 @@ def test_prefix_hashes_are_a_prefix(
 ) -> None:
     cut = data.draw(st.integers(min_value=0, max_value=len(tokens)))
     scheme = _scheme(algo, bs, profile)
+    features = _within(features, cut)  # the items of the shorter prompt, in both
 
     def request(prompt: list[int]) -> HashRequest:
         return HashRequest(
@@ -208,6 +219,7 @@ def test_prompt_hashing_equals_step_by_step_extension(
         features = ()
     cut = data.draw(st.integers(min_value=0, max_value=len(tokens)))
     scheme = _scheme(algo, bs, profile)
+    features = _within(features, cut)  # the prompt's items, inside the first cut tokens
     everything = tokens + [t for step in steps for t in step]
 
     def request(prompt: list[int]) -> HashRequest:

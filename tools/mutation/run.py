@@ -80,6 +80,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_plan_properties_memory.py",
     ),
     "kvpure/planning/tensors.py": (
+        "tests/test_planning_huge_memory.py",
         "tests/test_golden_planning.py",
         "tests/test_golden_planning_generated.py",
         "tests/test_golden_planning_oracle.py",
