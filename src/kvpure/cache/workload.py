@@ -54,7 +54,8 @@ __all__ = [
 ]
 
 CONCURRENCY_MODEL = (
-    "requests admitted in file order while fewer than max_num_seqs run and the manager "
+    "requests admitted in arrival order (file order without arrival_time) while fewer "
+    "than max_num_seqs run and the manager "
     "admits them; each decodes its output_len tokens at once and holds its blocks; when "
     "admission is refused the oldest running request finishes first and admission is "
     "retried; no preemption, no chunked prefill"
