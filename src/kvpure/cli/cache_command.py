@@ -46,6 +46,7 @@ from kvpure.cache.workload import (
 )
 from kvpure.cli.cache_input_report import format_input, input_to_json
 from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
+from kvpure.cli.cache_prefix_report import Decoder, format_prefixes, prefixes_to_json
 from kvpure.cli.cache_sweep import SweepInput, SweepRow, count_runs, run_sweep
 from kvpure.cli.input_files import read_json
 from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
@@ -154,8 +155,8 @@ def _run_json(run: RunResult) -> dict[str, Any]:
     }
 
 
-def report_to_json(report: WorkloadReport) -> dict[str, Any]:
-    """The report's facts as JSON values."""
+def report_to_json(report: WorkloadReport, decode: Decoder | None = None) -> dict[str, Any]:
+    """The report's facts as JSON values (``decode`` shows the prefixes as text)."""
     return {
         "num_requests": report.num_requests,
         "prompt_tokens": report.prompt_tokens,
@@ -165,11 +166,12 @@ def report_to_json(report: WorkloadReport) -> dict[str, Any]:
         "hits_lost_to_eviction": report.hits_lost_to_eviction,
         "short_prefix_requests": report.short_prefix_requests,
         "short_prefix_tokens": report.short_prefix_tokens,
+        "top_shared_prefixes": prefixes_to_json(report.actual.top_prefixes, decode),
     }
 
 
-def format_report(report: WorkloadReport) -> str:
-    """The report as text for an operator."""
+def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
+    """The report as text for an operator (``decode`` shows the prefixes as text)."""
     a, u = report.actual, report.unbounded
     lines = [
         f"requests:             {report.num_requests:,} ({report.prompt_tokens:,} prompt tokens)",
@@ -188,6 +190,9 @@ def format_report(report: WorkloadReport) -> str:
         lines.append(f"hits are counted in hash blocks of {a.hash_block_size} tokens")
     if a.num_unservable:
         lines.append(f"unservable:           {a.num_unservable:,} request(s) never fit the pool")
+    top = format_prefixes(report.actual.top_prefixes, decode)
+    if top:
+        lines.append(top)
     lines.append(f"model: {CONCURRENCY_MODEL} (max_num_seqs {report.max_num_seqs})")
     return "\n".join(lines)
 
@@ -242,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
     config = read_json(config_argument(args.model))
     encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
     workload = read_workload(args.workload, encoder)
+    decode = encoder.decode if encoder is not None else None
     requests = workload.requests
     sweep = SweepInput(requests, config, _options(args), seqs)
     figures: list[str | None] = [None] if labels is None else list(labels)
@@ -259,11 +265,11 @@ def run(args: argparse.Namespace) -> int:
             data = {
                 "concurrency_model": CONCURRENCY_MODEL,
                 "input": input_to_json(workload),
-                **report_to_json(report),
+                **report_to_json(report, decode),
             }
             print(json.dumps(data, indent=2))
         else:
-            print("\n".join(filter(None, [format_input(workload), format_report(report)])))
+            print("\n".join(filter(None, [format_input(workload), format_report(report, decode)])))
         return 0
     named = [(str(label), r) for label, r in rows]
     if args.plot is not None:
@@ -277,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
             "sweep_memory": [
                 {"memory": label, "error": r}
                 if isinstance(r, str)
-                else {"memory": label, **report_to_json(r)}
+                else {"memory": label, **report_to_json(r, decode)}
                 for label, r in named
             ],
         }
