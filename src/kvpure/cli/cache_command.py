@@ -50,6 +50,7 @@ from kvpure.cli.cache_prefix_report import Decoder, format_prefixes, prefixes_to
 from kvpure.cli.cache_sweep import SweepInput, SweepRow, count_runs, run_sweep
 from kvpure.cli.input_files import read_json
 from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
+from kvpure.cli.peak_memory import peak_rss_bytes
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.progress import progress_bar
 from kvpure.cli.serve_options import SERVE_OPTIONS
@@ -266,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
                 "concurrency_model": CONCURRENCY_MODEL,
                 "input": input_to_json(workload),
                 **report_to_json(report, decode),
+                "peak_rss_bytes": peak_rss_bytes(),
             }
             print(json.dumps(data, indent=2))
         else:
@@ -286,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
                 else {"memory": label, **report_to_json(r, decode)}
                 for label, r in named
             ],
+            "peak_rss_bytes": peak_rss_bytes(),
         }
         print(json.dumps(data, indent=2))
     else:
