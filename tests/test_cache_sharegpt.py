@@ -181,3 +181,15 @@ def test_a_broken_array_names_the_file_not_a_line(
     assert main(_cache(path)) == 2
     err = capsys.readouterr().err
     assert "sg.json: invalid JSON" in err
+
+
+def test_an_array_of_requests_is_refused_with_the_fix(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps([{"prompt_token_ids": [1, 2, 3]}], indent=1), encoding="utf-8")
+    assert main(_cache(path)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "holds no ShareGPT entry" in err
+    assert "one request a line" in err

@@ -96,6 +96,13 @@ def parse_workload(path: str, text: str, encoder: PromptEncoder | None = None) -
         if isinstance(whole, list) and any(is_sharegpt_entry(e) for e in whole):
             entries = [(f"{path}[{i}]", entry) for i, entry in enumerate(whole)]
             return _sharegpt(path, "sharegpt", entries, encoder)
+        if isinstance(whole, list) and any(isinstance(e, dict) for e in whole):
+            raise InvalidFieldError(
+                field=path,
+                value="a JSON array",
+                reason='holds no ShareGPT entry ({"conversations": [...]}); give one '
+                "request a line (JSON lines) or a ShareGPT array",
+            )
     lines = [
         (f"{path} line {number}", line)
         for number, line in enumerate(text.splitlines(), start=1)
