@@ -33,6 +33,7 @@ def _cache(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     out = capsys.readouterr().out
     assert code == 0, out
     data: dict[str, Any] = json.loads(out)
+    assert isinstance(data.pop("peak_rss_bytes"), int)  # a measurement, different each run
     return data
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
+from kvpure.cache.shared_prefixes import PrefixTally, SharedPrefix
 from kvpure.cache.trace import ReplaySettings
 from kvpure.cache.workload_input import WorkloadRequest, parse_request
 from kvpure.errors import InvalidFieldError
@@ -54,7 +55,8 @@ __all__ = [
 ]
 
 CONCURRENCY_MODEL = (
-    "requests admitted in file order while fewer than max_num_seqs run and the manager "
+    "requests admitted in arrival order (file order without arrival_time) while fewer "
+    "than max_num_seqs run and the manager "
     "admits them; each decodes its output_len tokens at once and holds its blocks; when "
     "admission is refused the oldest running request finishes first and admission is "
     "retried; no preemption, no chunked prefill"
@@ -78,6 +80,8 @@ class RunResult:
     num_unservable: int
     queries: int
     hits: int
+    top_prefixes: tuple[SharedPrefix, ...] = ()
+    """The most-hit prompt prefixes (:mod:`kvpure.cache.shared_prefixes`)."""
 
     @property
     def hit_rate(self) -> float:
@@ -153,6 +157,8 @@ def run_workload(
     manager = engine.manager
     running: deque[CacheRequest] = deque()
     queries = hits = unservable = 0
+    tally = PrefixTally()
+    hash_block_size = config.hash_block_size
 
     def finish_oldest() -> None:
         oldest = running.popleft()
@@ -183,6 +189,9 @@ def run_workload(
                 if stats is not None:
                     queries += stats.queries
                     hits += stats.hits
+                    if stats.hits >= hash_block_size:
+                        last = request.block_hashes[stats.hits // hash_block_size - 1]
+                        tally.add(index, stats.hits, last)
                 break
             if not running:
                 break
@@ -219,6 +228,7 @@ def run_workload(
         num_unservable=unservable,
         queries=queries,
         hits=hits,
+        top_prefixes=tally.top(requests),
     )
 
 

@@ -10,12 +10,15 @@ A line is a JSON object with exactly one of
   chat path). A content is a string, null, or a list of text parts (a string
   or ``{"type": "text", "text": ...}``); a message may carry a ``name``;
 
-and optionally ``output_len``, ``lora_name`` and ``cache_salt``. The text
+and optionally ``output_len``, ``lora_name``, ``cache_salt`` and
+``arrival_time`` (seconds, a number >= 0: requests are then admitted in
+arrival order, see :mod:`kvpure.cli.workload_files`). The text
 forms need a tokenizer (``--tokenizer``); see :mod:`kvpure.text`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -28,7 +31,7 @@ MAX_MESSAGES = 4096
 """Most messages one request may hold."""
 
 _PROMPT_KEYS = ("prompt_token_ids", "prompt", "messages")
-_KNOWN_KEYS = frozenset({*_PROMPT_KEYS, "output_len", "lora_name", "cache_salt"})
+_KNOWN_KEYS = frozenset({*_PROMPT_KEYS, "output_len", "lora_name", "cache_salt", "arrival_time"})
 _MESSAGE_KEYS = frozenset({"role", "content", "name"})
 
 
@@ -49,6 +52,8 @@ class WorkloadRequest:
     output_len: int = 0
     lora_name: str | None = None
     cache_salt: str | None = None
+    arrival_time: float | None = None
+    """Seconds from the workload's start; orders admission where given."""
     source: str = ""
     """Where the request was read (``"FILE line N"``), named in errors."""
 
@@ -182,17 +187,26 @@ def parse_request(
             f"{where}.{unknown[0]}",
             data[unknown[0]],
             "unknown key (known: prompt_token_ids or prompt or messages, output_len, "
-            "lora_name, cache_salt)",
+            "lora_name, cache_salt, arrival_time)",
         )
     output_len = data.get("output_len", 0)
     if isinstance(output_len, bool) or not isinstance(output_len, int) or output_len < 0:
         raise _field(f"{where}.output_len", output_len, "must be an int >= 0")
     lora_name = _optional_str(data, "lora_name", where)
     cache_salt = _optional_str(data, "cache_salt", where)
+    arrival = data.get("arrival_time")
+    if arrival is not None and (
+        isinstance(arrival, bool)
+        or not isinstance(arrival, int | float)
+        or not math.isfinite(arrival)
+        or arrival < 0
+    ):
+        raise _field(f"{where}.arrival_time", arrival, "must be a number of seconds >= 0")
     return WorkloadRequest(
         prompt_token_ids=_prompt_ids(data, where, encoder),
         output_len=output_len,
         lora_name=lora_name,
         cache_salt=cache_salt,
+        arrival_time=None if arrival is None else float(arrival),
         source=where,
     )

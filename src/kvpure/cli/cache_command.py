@@ -6,9 +6,13 @@ required; ``-`` reads standard input). With --tokenizer PATH (a
 tokenizer.json or its model folder) a line may give ``"prompt": "text"``
 (encoded with special tokens, as vLLM's completions API does) or
 ``"messages": [{"role": ..., "content": ...}]`` (rendered through the
-model's chat template, as vLLM's chat API does). Each request is driven through
-kvpure's exact replay of vLLM 0.26's KV cache manager; requests are admitted
-in file order while fewer than --max-num-seqs run and the manager admits
+model's chat template, as vLLM's chat API does). A ShareGPT dataset (a JSON
+array of {"conversations": [...]}, or one such object a line) is read as
+vLLM's benchmark reads it: first turn as prompt, second turn's token count as
+output length, its length filter applied (needs --tokenizer). A line may give
+"arrival_time" (seconds): requests are then admitted in arrival order. Each
+request is driven through kvpure's exact replay of vLLM 0.26's KV cache
+manager; requests are admitted in order while fewer than --max-num-seqs run and the manager admits
 them, each decodes its output at once, and when admission is refused the
 oldest running request finishes first (no preemption, no chunked prefill).
 
@@ -39,16 +43,18 @@ from kvpure.cache.workload import (
     DEFAULT_MAX_NUM_SEQS,
     RunResult,
     WorkloadReport,
-    WorkloadRequest,
 )
-from kvpure.cache.workload_input import PromptEncoder, parse_request
+from kvpure.cli.cache_input_report import format_input, input_to_json
 from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
+from kvpure.cli.cache_prefix_report import Decoder, format_prefixes, prefixes_to_json
 from kvpure.cli.cache_sweep import SweepInput, SweepRow, count_runs, run_sweep
-from kvpure.cli.input_files import parse_json_text, read_input_bytes, read_json
+from kvpure.cli.input_files import read_json
 from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
+from kvpure.cli.peak_memory import peak_rss_bytes
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.progress import progress_bar
 from kvpure.cli.serve_options import SERVE_OPTIONS
+from kvpure.cli.workload_files import parse_workload, read_workload
 from kvpure.errors import InvalidFieldError
 from kvpure.models.hf_cache import config_argument
 from kvpure.text.tokenizer import load_tokenizer
@@ -80,6 +86,8 @@ example:
       --kv-cache-memory 9GiB --max-model-len 8192
   kvpure cache chats.jsonl --model examples/llama3_8b.json --kv-cache-memory 1GiB \\
       --tokenizer examples/tiny-chat-tokenizer
+  kvpure cache examples/sharegpt_sample.json --model examples/llama3_8b.json \\
+      --kv-cache-memory 1GiB --max-model-len 2048 --tokenizer examples/tiny-chat-tokenizer
 """
 
 
@@ -92,7 +100,9 @@ def register(sub: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", metavar="WORKLOAD.jsonl", help="requests, one JSON a line")
+    parser.add_argument(
+        "workload", metavar="WORKLOAD.jsonl", help="requests, one JSON a line, or ShareGPT"
+    )
     parser.add_argument(
         "--model",
         required=True,
@@ -133,35 +143,6 @@ def register(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_workload(
-    path: str, text: str, encoder: PromptEncoder | None = None
-) -> tuple[WorkloadRequest, ...]:
-    """Every non-blank line of a JSON-lines workload; errors name the line and field.
-
-    ``encoder`` (a :class:`kvpure.text.LocalTokenizer`) encodes text lines.
-    """
-    requests: list[WorkloadRequest] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        requests.append(parse_request(parse_json_text(where, line), where, encoder))
-    if not requests:
-        raise InvalidFieldError(field=path, value="", reason="holds no requests (one JSON a line)")
-    return tuple(requests)
-
-
-def _read_workload(path: str, encoder: PromptEncoder | None) -> tuple[WorkloadRequest, ...]:
-    data = read_input_bytes(path)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise InvalidFieldError(
-            field=path, value=f"byte {err.start}", reason="is not UTF-8 text"
-        ) from None
-    return parse_workload(path, text, encoder)
-
-
 def _run_json(run: RunResult) -> dict[str, Any]:
     return {
         "num_blocks": run.num_blocks,
@@ -175,8 +156,8 @@ def _run_json(run: RunResult) -> dict[str, Any]:
     }
 
 
-def report_to_json(report: WorkloadReport) -> dict[str, Any]:
-    """The report's facts as JSON values."""
+def report_to_json(report: WorkloadReport, decode: Decoder | None = None) -> dict[str, Any]:
+    """The report's facts as JSON values (``decode`` shows the prefixes as text)."""
     return {
         "num_requests": report.num_requests,
         "prompt_tokens": report.prompt_tokens,
@@ -186,11 +167,12 @@ def report_to_json(report: WorkloadReport) -> dict[str, Any]:
         "hits_lost_to_eviction": report.hits_lost_to_eviction,
         "short_prefix_requests": report.short_prefix_requests,
         "short_prefix_tokens": report.short_prefix_tokens,
+        "top_shared_prefixes": prefixes_to_json(report.actual.top_prefixes, decode),
     }
 
 
-def format_report(report: WorkloadReport) -> str:
-    """The report as text for an operator."""
+def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
+    """The report as text for an operator (``decode`` shows the prefixes as text)."""
     a, u = report.actual, report.unbounded
     lines = [
         f"requests:             {report.num_requests:,} ({report.prompt_tokens:,} prompt tokens)",
@@ -209,6 +191,9 @@ def format_report(report: WorkloadReport) -> str:
         lines.append(f"hits are counted in hash blocks of {a.hash_block_size} tokens")
     if a.num_unservable:
         lines.append(f"unservable:           {a.num_unservable:,} request(s) never fit the pool")
+    top = format_prefixes(report.actual.top_prefixes, decode)
+    if top:
+        lines.append(top)
     lines.append(f"model: {CONCURRENCY_MODEL} (max_num_seqs {report.max_num_seqs})")
     return "\n".join(lines)
 
@@ -262,7 +247,9 @@ def run(args: argparse.Namespace) -> int:
         check_plot_target(args.plot)
     config = read_json(config_argument(args.model))
     encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
-    requests = _read_workload(args.workload, encoder)
+    workload = read_workload(args.workload, encoder)
+    decode = encoder.decode if encoder is not None else None
+    requests = workload.requests
     sweep = SweepInput(requests, config, _options(args), seqs)
     figures: list[str | None] = [None] if labels is None else list(labels)
     bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
@@ -276,10 +263,15 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(report, str):  # not reached: a strict run raises the figure's error
             raise InvalidFieldError(field="--kv-cache-memory", value=None, reason=report)
         if args.json:
-            data = {"concurrency_model": CONCURRENCY_MODEL, **report_to_json(report)}
+            data = {
+                "concurrency_model": CONCURRENCY_MODEL,
+                "input": input_to_json(workload),
+                **report_to_json(report, decode),
+                "peak_rss_bytes": peak_rss_bytes(),
+            }
             print(json.dumps(data, indent=2))
         else:
-            print(format_report(report))
+            print("\n".join(filter(None, [format_input(workload), format_report(report, decode)])))
         return 0
     named = [(str(label), r) for label, r in rows]
     if args.plot is not None:
@@ -289,15 +281,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = {
             "concurrency_model": CONCURRENCY_MODEL,
+            "input": input_to_json(workload),
             "sweep_memory": [
                 {"memory": label, "error": r}
                 if isinstance(r, str)
-                else {"memory": label, **report_to_json(r)}
+                else {"memory": label, **report_to_json(r, decode)}
                 for label, r in named
             ],
+            "peak_rss_bytes": peak_rss_bytes(),
         }
         print(json.dumps(data, indent=2))
     else:
+        if format_input(workload):
+            print(format_input(workload))
         print(format_sweep(named))
         print(f"model: {CONCURRENCY_MODEL} (max_num_seqs {seqs})")
         if args.plot is not None:

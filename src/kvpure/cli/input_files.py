@@ -30,19 +30,19 @@ MAX_INT_DIGITS: Final = 40
 STDIN: Final = "-"
 
 
-def read_input_bytes(path: str) -> bytes:
-    """The bytes of ``path`` (``-``: standard input), at most :data:`MAX_INPUT_BYTES`."""
+def read_input_bytes(path: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of ``path`` (``-``: standard input), at most ``limit``."""
     if path == STDIN:
-        data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        data = sys.stdin.buffer.read(limit + 1)
     else:
         file = Path(path)
         if file.is_dir():  # a downloaded model folder: its config.json
             file = file / "config.json"
         with file.open("rb") as handle:
-            data = handle.read(MAX_INPUT_BYTES + 1)
-    if len(data) > MAX_INPUT_BYTES:
+            data = handle.read(limit + 1)
+    if len(data) > limit:
         raise InvalidFieldError(
-            field=path, value=f"over {MAX_INPUT_BYTES} bytes", reason="is too large to read"
+            field=path, value=f"over {limit} bytes", reason="is too large to read"
         )
     return data
 

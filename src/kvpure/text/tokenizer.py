@@ -90,6 +90,10 @@ class LocalTokenizer:
         """A text prompt's ids, special tokens added (vLLM's completions path)."""
         return tuple(self._backend.encode(text, add_special_tokens=True).ids)
 
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, special tokens kept (for showing a prefix)."""
+        return str(self._backend.decode(list(ids), skip_special_tokens=False))
+
     def render_chat(self, messages: Sequence[ChatMessage], *, where: str) -> str:
         """The chat template applied to ``messages`` with an assistant turn opened."""
         if self.chat_template is None:
