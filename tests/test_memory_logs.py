@@ -158,3 +158,14 @@ def test_held_out_cuda_graph_estimates_are_reported_as_documented() -> None:
     doc = (ROOT / "docs" / "memory-profile.md").read_text()
     assert f"{inside} of {len(errors)} held-out CUDA-graph estimates" in doc
     assert f"at most {max(abs(e) for e in errors):.2f} GiB off" in doc
+
+
+def test_the_readme_quotes_the_held_out_error() -> None:
+    summary = summarize(kv_errors(HOLDOUT, COEFFICIENTS))
+    readme = (ROOT / "README.md").read_text()
+    quoted = (
+        f"median {summary.median:.2f} GiB (p90 {summary.p90:.2f}, max {summary.max:.2f}) "
+        f"on {summary.count} held-out public vLLM logs"
+    )
+    assert quoted in " ".join(readme.split())
+    assert summary.within_band == summary.count  # "every one inside the stated band"
