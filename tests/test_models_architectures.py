@@ -463,9 +463,15 @@ def test_the_ssm_dtype_flag_still_wins_over_the_models_default() -> None:
     assert kda.dtypes == (KVDtype.BFLOAT16, KVDtype.FLOAT32)
 
 
+def _is_model_config(path: Path) -> bool:
+    """A config.json among the examples (they also hold requests and workloads)."""
+    data = json.loads(path.read_text())
+    return isinstance(data, dict) and "architectures" in data
+
+
 def _every_config() -> list[str]:
     names = sorted(p.name for p in CONFIGS.glob("*.json") if not p.name.startswith("vllm_"))
-    return names + sorted(p.name for p in EXAMPLES.glob("*.json") if p.name != "request.json")
+    return names + sorted(p.name for p in EXAMPLES.glob("*.json") if _is_model_config(p))
 
 
 @pytest.mark.parametrize("file", _every_config())
