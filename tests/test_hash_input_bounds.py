@@ -26,6 +26,7 @@ from kvpure.hashing import (
     HashRequest,
     HashScheme,
     MultiModalFeature,
+    PromptEmbeds,
     RequestBlockHashes,
 )
 from kvpure.interop.hashing import MAX_RECIPE_ELEMENTS, hash_case_from_json
@@ -129,3 +130,10 @@ def test_the_hash_cli_refuses_an_item_past_the_prompt_in_one_line(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "mm_features[1].length" in err
+
+
+def test_a_one_byte_embedding_row_is_the_smallest_accepted() -> None:
+    assert PromptEmbeds(data=b"ab", row_size_bytes=1).num_rows == 2
+    with pytest.raises(InvalidFieldError) as caught:
+        PromptEmbeds(data=b"", row_size_bytes=0)
+    assert caught.value.field == "prompt_embeds.row_size_bytes"

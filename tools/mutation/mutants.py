@@ -170,19 +170,22 @@ def _skipped_subtrees(tree: ast.Module) -> set[int]:
             skip(node.annotation)
             if node.value is None:
                 skip(node)
-        elif isinstance(node, ast.Import | ast.ImportFrom | ast.Raise | ast.JoinedStr):
-            skip(node)
-        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip(node)
-        elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id in {"__all__", "__slots__"} for t in node.targets
-        ):
-            skip(node)
         elif (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Subscript | ast.BinOp)
-            and all(isinstance(t, ast.Name) and t.id[:1].isupper() for t in node.targets)
-            and _looks_like_type_alias(node.value)
+            isinstance(node, ast.Import | ast.ImportFrom | ast.Raise | ast.JoinedStr)
+            or (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+            or (
+                isinstance(node, ast.Assign)
+                and any(
+                    isinstance(t, ast.Name) and t.id in {"__all__", "__slots__"}
+                    for t in node.targets
+                )
+            )
+            or (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Subscript | ast.BinOp)
+                and all(isinstance(t, ast.Name) and t.id[:1].isupper() for t in node.targets)
+                and _looks_like_type_alias(node.value)
+            )
         ):
             skip(node)
         elif isinstance(node, ast.ClassDef):
@@ -193,7 +196,7 @@ def _skipped_subtrees(tree: ast.Module) -> set[int]:
 
 def _looks_like_type_alias(value: ast.expr) -> bool:
     text = ast.unparse(value)
-    return "|" in text or "[" in text and "(" not in text
+    return "|" in text or ("[" in text and "(" not in text)
 
 
 def _line_starts(source: bytes) -> list[int]:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mutants import Mutant, generate  # noqa: E402
+from mutants import Mutant, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +47,16 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_hash_units.py",
         "tests/test_hash_golden.py",
         "tests/test_hash_properties.py",
+    ),
+    "kvpure/hashing/request.py": (
+        "tests/test_hash_input_bounds.py",
+        "tests/test_hash_units.py",
+        "tests/test_hash_golden.py",
+        "tests/test_runtime_types.py",
+    ),
+    "kvpure/serve/defaults.py": (
+        "tests/test_serve_defaults.py",
+        "tests/test_serve_cli.py",
     ),
     "kvpure/free_queue.py": (
         "tests/test_free_queue.py",
@@ -173,8 +183,7 @@ def report(module: str, outcomes: list[Outcome]) -> float:
     score = 100.0 * killed / len(outcomes) if outcomes else 100.0
     timeouts = sum(o.status == "timeout" for o in outcomes)
     print(
-        f"== {module}: {killed}/{len(outcomes)} killed ({timeouts} by timeout), "
-        f"score {score:.1f}%",
+        f"== {module}: {killed}/{len(outcomes)} killed ({timeouts} by timeout), score {score:.1f}%",
         flush=True,
     )
     out = ROOT / ".mutation"

@@ -124,6 +124,7 @@ class HashRequest:
                 ),
             )
         previous_end = 0
+        num_prompt_tokens = self.num_prompt_tokens
         for index, feature in enumerate(self.mm_features):
             if feature.offset < previous_end:
                 raise InvalidFieldError(
@@ -135,17 +136,16 @@ class HashRequest:
                     ),
                 )
             previous_end = feature.end
-        if self.mm_features and previous_end > self.num_prompt_tokens:
-            index = len(self.mm_features) - 1
-            raise InvalidFieldError(
-                field=f"mm_features[{index}].length",
-                value=self.mm_features[index].length,
-                reason=(
-                    f"the item ends at token {previous_end}, past the prompt's "
-                    f"{self.num_prompt_tokens} tokens; vLLM places every item's "
-                    "placeholder tokens inside the prompt"
-                ),
-            )
+            if previous_end > num_prompt_tokens:
+                raise InvalidFieldError(
+                    field=f"mm_features[{index}].length",
+                    value=feature.length,
+                    reason=(
+                        f"the item ends at token {previous_end}, past the prompt's "
+                        f"{num_prompt_tokens} tokens; vLLM places every item's "
+                        "placeholder tokens inside the prompt"
+                    ),
+                )
 
     @property
     def num_prompt_tokens(self) -> int:
