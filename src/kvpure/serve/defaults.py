@@ -40,7 +40,6 @@ from kvpure.serve.gpus import GPU, GPUS
 
 __all__ = [
     "ASSUMED_GPU",
-    "SETTING_NAMES",
     "ServeSettings",
     "Setting",
     "Source",
@@ -51,22 +50,6 @@ __all__ = [
 #: The GPU assumed when none is named (kvpure's defaults before ``--gpu``).
 ASSUMED_GPU: Final = GPUS["H100-80GB"]
 _GIB: Final = 2**30
-
-SETTING_NAMES: Final = (
-    "max_model_len",
-    "async_scheduling",
-    "max_num_batched_tokens",
-    "max_num_seqs",
-    "attention_backend",
-    "block_size",
-    "kv_cache_dtype",
-    "enable_prefix_caching",
-    "mamba_cache_mode",
-    "disable_hybrid_kv_cache_manager",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-)
 
 #: vLLM's ``EagleModelTypes`` + ``NgramGPUTypes`` + ``dspark``: methods that keep
 #: async scheduling on (vllm/config/speculative.py). MTP variants are one entry.
