@@ -15,6 +15,7 @@ from pyrsistent import PMap
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
 from kvpure.runtime_types import typed_init
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
 #: ``speculative_config.method`` values for which vLLM's ``use_eagle()`` is true.
 EAGLE_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
@@ -73,8 +74,14 @@ class PlannerSettings:
     speculative_method: str | None = None
     num_speculative_tokens: int | None = None
     use_v2_model_runner: bool = False
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The vLLM release whose rules plan and replay with these settings (``"0.26"``,
+    ``"0.33"``, ``"0.34"``; ``"X.Y.0"`` is read as ``"X.Y"``)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "vllm_version", normalize_vllm_version(self.vllm_version, field="vllm_version")
+        )
         _check_int("block_size", self.block_size, 1)
         if self.prefix_match_unit is not None:
             _check_int("prefix_match_unit", self.prefix_match_unit, 1)
