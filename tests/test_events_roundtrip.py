@@ -1,9 +1,11 @@
 """Any event, not only the goldens': kvpure writes the bytes vLLM's own structs write.
 
-The reference below declares each version's structs as vLLM does (the goldens'
-``schema``: lists, ``Any`` extra keys, the same options) and encodes with
-msgspec, as vLLM's publisher does. kvpure's bytes must equal them for random
-events, decode back to the same values, and be detected as that version.
+The reference is vLLM's own struct classes, executed from the unpacked wheels
+(``tests/vllm_event_structs.py``); where those are absent, the copies below,
+declared as the goldens' ``schema`` says (lists, ``Any`` extra keys,
+``lookahead_token_ids: list[list[int]]``, the same options). Both directions:
+kvpure's bytes equal vLLM's for random kvpure values, and random batches of
+vLLM's structs (``lookahead_token_ids`` set) decode and re-encode byte for byte.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from kvpure.events import (
     decode_and_detect,
     decode_batch,
     encode_batch,
+    get_event_profile,
 )
 from kvpure.interop.kv_events import event_from_json, event_to_json
+from tests.vllm_event_structs import vllm_event_structs
 
 # --- the reference: vLLM's structs as the goldens' schema declares them -------------------
 
@@ -62,7 +66,7 @@ class _Stored026(_Event, tag="BlockStored"):
 class _Stored033(_Stored026, tag="BlockStored"):
     ownership: str | None = None
     session_id: str | None = None
-    lookahead_token_ids: list[int] | None = None
+    lookahead_token_ids: list[list[int]] | None = None
 
 
 class _Removed026(_Event, tag="BlockRemoved"):
@@ -80,20 +84,43 @@ class _Cleared(_Event, tag="AllBlocksCleared"):
     pass
 
 
-_REFERENCE = {
+_COPIES: dict[str, dict[type, Any]] = {
     "vllm-0.26": {BlockStored: _Stored026, BlockRemoved: _Removed026, AllBlocksCleared: _Cleared},
     "vllm-0.33": {BlockStored: _Stored033, BlockRemoved: _Removed033, AllBlocksCleared: _Cleared},
 }
 
 
-def _reference_bytes(batch: KVEventBatch, profile: EventProfile) -> bytes:
-    classes = _REFERENCE[profile.name]
+def _reference(name: str) -> tuple[dict[type, Any], Any]:
+    """Per kvpure class, vLLM's class of that release, and vLLM's batch class."""
+    real = vllm_event_structs(name)
+    if real is None:
+        return _COPIES[name], _Batch
+    classes: dict[type, Any] = {
+        BlockStored: real.BlockStored,
+        BlockRemoved: real.BlockRemoved,
+        AllBlocksCleared: real.AllBlocksCleared,
+    }
+    return classes, real.KVEventBatch
+
+
+_REFERENCE = {name: _reference(name) for name in ("vllm-0.26", "vllm-0.33", "vllm-0.34")}
+
+
+def _as_vllm(value: object) -> object:
+    """kvpure's tuples as the lists vLLM's structs hold (extra keys stay tuples)."""
+    if isinstance(value, tuple) and not isinstance(value, ExtraKey):
+        return [_as_vllm(item) for item in value]
+    return value
+
+
+def _reference_bytes(batch: KVEventBatch, profile: EventProfile | str) -> bytes:
+    classes, batch_class = _REFERENCE[profile if isinstance(profile, str) else profile.name]
     events = []
     for event in batch.events:
         cls = classes[type(event)]
-        fields = {f: getattr(event, f) for f in cls.__struct_fields__}
+        fields = {f: _as_vllm(getattr(event, f)) for f in cls.__struct_fields__}
         events.append(cls(**fields))
-    reference = _Batch(ts=batch.ts, events=events, data_parallel_rank=batch.data_parallel_rank)
+    reference = batch_class(ts=batch.ts, events=events, data_parallel_rank=batch.data_parallel_rank)
     return msgspec.msgpack.Encoder().encode(reference)
 
 
@@ -113,13 +140,16 @@ _KEYS = st.none() | st.lists(
 ).map(tuple)
 
 
+_LOOKAHEAD = st.none() | st.lists(
+    st.lists(st.integers(-(2**31), 2**31 - 1), max_size=3).map(tuple), max_size=4
+).map(tuple)
+
+
 def _stored(newer: bool) -> st.SearchStrategy[BlockStored]:
     extra = {
         "ownership": _TEXT if newer else st.none(),
         "session_id": _TEXT if newer else st.none(),
-        "lookahead_token_ids": (st.none() | st.lists(st.integers(0, 2**20)).map(tuple))
-        if newer
-        else st.none(),
+        "lookahead_token_ids": _LOOKAHEAD if newer else st.none(),
     }
     return st.builds(
         BlockStored,
@@ -194,3 +224,55 @@ def test_the_json_form_round_trips(batch: KVEventBatch) -> None:
     for event in batch.events:
         data = json.loads(json.dumps(event_to_json(event, VLLM_0_33_EVENTS)))
         assert event_from_json(data) == event
+
+
+@st.composite
+def _lookahead_stored(draw: st.DrawFn) -> BlockStored:
+    """A 0.33/0.34 BlockStored of a lookahead server: L tokens per block hash."""
+    event = draw(_stored(newer=True))
+    lookahead = draw(st.integers(1, 3))
+    tokens = st.integers(-(2**31), 2**31 - 1)
+    lists = draw(
+        st.lists(
+            st.lists(tokens, min_size=lookahead, max_size=lookahead).map(tuple),
+            min_size=len(event.block_hashes),
+            max_size=len(event.block_hashes),
+        )
+    )
+    return msgspec.structs.replace(event, lookahead_token_ids=tuple(lists))
+
+
+_LOOKAHEAD_BATCHES = st.builds(
+    KVEventBatch,
+    ts=st.floats(allow_nan=False),
+    events=st.lists(_lookahead_stored() | _removed(newer=True), min_size=1, max_size=4).map(tuple),
+    data_parallel_rank=_INT,
+)
+
+
+@given(batch=_LOOKAHEAD_BATCHES)
+def test_vllm_batches_with_lookahead_round_trip_byte_for_byte(batch: KVEventBatch) -> None:
+    # vLLM's own classes (0.33 and 0.34) write the payload; kvpure reads it and writes it back
+    for name in ("vllm-0.33", "vllm-0.34"):
+        payload = _reference_bytes(batch, name)
+        profile = get_event_profile(name)
+        decoded = decode_batch(payload, profile=profile, strict=True)
+        assert decoded == batch
+        assert encode_batch(decoded, profile=profile) == payload
+        for event in decoded.events:
+            if isinstance(event, BlockStored) and event.lookahead_token_ids is not None:
+                assert len(event.lookahead_token_ids) == len(event.block_hashes)
+                assert all(type(tokens) is tuple for tokens in event.lookahead_token_ids)
+        detected = decode_and_detect(payload).profiles
+        told = any(
+            getattr(e, "ownership", None) is not None or isinstance(e, BlockStored)
+            for e in batch.events
+        )
+        assert detected == ((VLLM_0_33_EVENTS,) if told else (VLLM_0_26_EVENTS, VLLM_0_33_EVENTS))
+
+
+@given(batch=_batches(newer=False))
+def test_vllm_026_batches_round_trip_byte_for_byte(batch: KVEventBatch) -> None:
+    payload = _reference_bytes(batch, "vllm-0.26")
+    decoded = decode_batch(payload, profile=VLLM_0_26_EVENTS, strict=True)
+    assert encode_batch(decoded, profile=VLLM_0_26_EVENTS) == payload

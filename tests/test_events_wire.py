@@ -33,10 +33,12 @@ from kvpure.events import (
     ExtraKey,
     KVEventBatch,
     KVEventEncodeError,
+    UnknownEventFieldError,
     UnknownEventProfileError,
     decode_and_detect,
     decode_batch,
     decode_message,
+    decode_report,
     encode_batch,
     encode_event,
     encode_message,
@@ -171,15 +173,26 @@ def test_a_field_the_profile_lacks_is_refused() -> None:
         lora_name=None,
         ownership="tier-1",
         session_id="s",
-        lookahead_token_ids=(3, 4),
+        lookahead_token_ids=((3, 4),),
     )
     batch = KVEventBatch(ts=1.0, events=(AllBlocksCleared(), stored), data_parallel_rank=0)
     payload = encode_batch(batch, profile=VLLM_0_33_EVENTS)
     assert decode_batch(payload) == batch
     assert decode_batch(payload, profile=VLLM_0_33_EVENTS) == batch
     with pytest.raises(EventFieldNotInProfileError) as err:
-        decode_batch(payload, profile=VLLM_0_26_EVENTS)
+        decode_batch(payload, profile=VLLM_0_26_EVENTS, strict=True)
     assert (err.value.event_index, err.value.field) == (1, "ownership")
+    assert isinstance(err.value, UnknownEventFieldError)
+    # not strict: vLLM 0.26's decoder skips what its BlockStored lacks; named in the report
+    report = decode_report(payload, profile=VLLM_0_26_EVENTS)
+    assert report.batch.events[1] == msgspec.structs.replace(
+        stored, ownership=None, session_id=None, lookahead_token_ids=None
+    )
+    assert [(u.event_index, u.event_type, u.field) for u in report.unknown_fields] == [
+        (1, "BlockStored", "ownership"),
+        (1, "BlockStored", "session_id"),
+        (1, "BlockStored", "lookahead_token_ids"),
+    ]
     with pytest.raises(EventFieldNotInProfileError):
         encode_batch(batch, profile=VLLM_0_26_EVENTS)
     assert [p.name for p in decode_and_detect(payload).profiles] == ["vllm-0.33"]

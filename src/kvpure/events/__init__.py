@@ -2,9 +2,12 @@
 
 - :mod:`kvpure.events.types`: ``BlockStored``, ``BlockRemoved``,
   ``AllBlocksCleared``, ``KVEventBatch`` as frozen values.
-- :mod:`kvpure.events.profiles`: what vLLM 0.26 and 0.33 put on the wire.
+- :mod:`kvpure.events.profiles`: what vLLM 0.26 and 0.33 put on the wire
+  (0.34's wire is 0.33's: ``vllm-0.34`` is an alias).
 - :mod:`kvpure.events.wire`: payload bytes to values and back, byte for byte;
   version detection; typed errors naming the event and field.
+- :mod:`kvpure.events.unknown`: fields the events do not declare, skipped and
+  named as vLLM's decoder skips them (refused in strict mode).
 - :mod:`kvpure.events.frames`: the ZMQ frames around a payload (PUB, replay)
   and kvpure's capture file format.
 - :mod:`kvpure.events.audit`: recompute every ``BlockStored`` hash under a
@@ -29,6 +32,7 @@ from kvpure.events.audit import (
 )
 from kvpure.events.audit_check import AuditStatus, ParentSource
 from kvpure.events.errors import (
+    EmptyEventInputError,
     EventCaptureError,
     EventFieldNotInProfileError,
     EventFieldTypeError,
@@ -56,6 +60,8 @@ from kvpure.events.frames import (
 )
 from kvpure.events.live import LiveBlocks
 from kvpure.events.profiles import (
+    EVENT_PROFILE_ALIASES,
+    EVENT_PROFILE_NAMES,
     EVENT_PROFILES,
     VLLM_0_26_EVENTS,
     VLLM_0_33_EVENTS,
@@ -74,16 +80,21 @@ from kvpure.events.types import (
     KVEvent,
     KVEventBatch,
 )
+from kvpure.events.unknown import UnknownField
 from kvpure.events.wire import (
+    DecodedBatch,
     DetectedBatch,
     decode_and_detect,
     decode_batch,
+    decode_report,
     encode_batch,
     encode_event,
 )
 
 __all__ = [
     "EVENT_PROFILES",
+    "EVENT_PROFILE_ALIASES",
+    "EVENT_PROFILE_NAMES",
     "MEDIUM_CPU",
     "MEDIUM_GPU",
     "MEDIUM_STORAGE",
@@ -96,7 +107,9 @@ __all__ = [
     "AuditStatus",
     "BlockRemoved",
     "BlockStored",
+    "DecodedBatch",
     "DetectedBatch",
+    "EmptyEventInputError",
     "EventAudit",
     "EventCaptureError",
     "EventFieldNotInProfileError",
@@ -123,11 +136,13 @@ __all__ = [
     "UnknownEventFieldError",
     "UnknownEventProfileError",
     "UnknownEventTypeError",
+    "UnknownField",
     "audit_batches",
     "capture_record",
     "decode_and_detect",
     "decode_batch",
     "decode_message",
+    "decode_report",
     "encode_batch",
     "encode_event",
     "encode_message",

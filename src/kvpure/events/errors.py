@@ -4,21 +4,28 @@
 
     KVPureValueError (ValueError)
     └── KVEventError
-        ├── KVEventDecodeError            a payload is not a valid KV event batch
+        ├── KVEventDecodeError            bytes that cannot be read as KV events
         │   ├── TruncatedEventBatchError      the bytes end inside a value
         │   ├── MalformedEventBatchError      not MessagePack (bad byte, bad UTF-8,
         │   │                                 trailing bytes, nesting too deep)
+        │   ├── EmptyEventInputError          no bytes at all
         │   ├── EventFieldTypeError           a value of the wrong type
         │   ├── MissingEventFieldError        a field without default is absent
-        │   ├── UnknownEventFieldError        a key no event of any profile has
-        │   └── UnknownEventTypeError         a ``type`` tag vLLM does not send
-        ├── EventFieldNotInProfileError   a field the chosen vLLM version lacks
+        │   ├── UnknownEventFieldError        a field the event does not have (strict mode)
+        │   │   └── EventFieldNotInProfileError   a field the chosen vLLM version lacks
+        │   ├── UnknownEventTypeError         a ``type`` tag vLLM does not send
+        │   ├── EventFrameError               a ZMQ multipart message of the wrong shape
+        │   └── EventCaptureError             a capture file of the wrong shape
         ├── KVEventEncodeError            a value cannot go on the wire
-        ├── EventFrameError               a ZMQ multipart message of the wrong shape
-        ├── EventCaptureError             a capture file of the wrong shape
         └── UnknownEventProfileError      a profile name kvpure does not have
     KVPureError
-    └── KVEventArgumentTypeError (TypeError)   a wrong argument type
+    └── KVEventArgumentTypeError (TypeError)   a wrong argument type (or a bool, NaN or
+                                               out-of-range number for an option)
+
+Every error raised while reading bytes (a payload, a PUB message, a capture) is
+a :class:`KVEventDecodeError`. ``EventFieldNotInProfileError``, ``EventFrameError``
+and ``EventCaptureError`` are also raised when writing a value that the chosen
+version, a frame or a capture record cannot hold.
 
 Decode errors carry where the problem is: ``event_index`` (the index in the
 batch's ``events``, None for the batch's own fields), ``field`` (dotted and
@@ -96,24 +103,24 @@ class UnknownEventTypeError(KVEventDecodeError):
     """An event's ``type`` tag is none of BlockStored, BlockRemoved, AllBlocksCleared."""
 
 
-class EventFieldNotInProfileError(KVEventError):
+class EventFieldNotInProfileError(UnknownEventFieldError):
     """An event sets a field that the chosen vLLM version's events do not have.
 
-    Raised when decoding with an explicit profile and when encoding: a
-    ``vllm-0.26`` BlockStored has no ``ownership``, ``session_id`` or
+    Raised when decoding with an explicit profile in strict mode, and when
+    encoding: a ``vllm-0.26`` BlockStored has no ``ownership``, ``session_id`` or
     ``lookahead_token_ids``.
     """
 
     def __init__(self, *, profile: str, event_index: int, event_type: str, field: str) -> None:
         super().__init__(
-            f"KV event batch: event {event_index} ({event_type}) sets field {field}, "
-            f"which {event_type} of {profile} does not have; choose a profile that has it "
-            "or leave it None"
+            reason=f"{event_type} of {profile} does not have this field; choose a profile "
+            "that has it, leave it None, or decode without strict mode (it is then dropped "
+            "and reported)",
+            event_index=event_index,
+            field=field,
+            event_type=event_type,
         )
         self.profile = profile
-        self.event_index = event_index
-        self.event_type = event_type
-        self.field = field
 
 
 class KVEventEncodeError(KVEventError):
@@ -124,22 +131,46 @@ class KVEventEncodeError(KVEventError):
         self.reason = reason
 
 
-class EventFrameError(KVEventError):
+class EventFrameError(KVEventDecodeError):
     """A ZMQ multipart message is not shaped as vLLM's publisher sends it."""
 
-    def __init__(self, *, reason: str) -> None:
-        super().__init__(f"KV event message: {reason}")
+    def __init__(self, *, reason: str, field: str | None = None) -> None:
+        KVEventError.__init__(self, f"KV event message: {reason}")
         self.reason = reason
+        self.event_index = None
+        self.field = field
+        self.event_type = None
+        self.offset = None
 
 
-class EventCaptureError(KVEventError):
+class EventCaptureError(KVEventDecodeError):
     """A capture file is not a sequence of length-prefixed frames."""
 
     def __init__(self, *, record_index: int, offset: int, reason: str) -> None:
-        super().__init__(f"capture record {record_index} at byte {offset}: {reason}")
+        KVEventError.__init__(self, f"capture record {record_index} at byte {offset}: {reason}")
         self.record_index = record_index
         self.offset = offset
         self.reason = reason
+        self.event_index = None
+        self.field = None
+        self.event_type = None
+
+
+class EmptyEventInputError(KVEventDecodeError):
+    """The input holds no bytes at all (an empty file or standard input)."""
+
+    def __init__(self, *, source: str) -> None:
+        KVEventError.__init__(
+            self,
+            f"{source}: the input is empty; expected one payload or a capture "
+            "(4-byte big-endian length + payload, repeated)",
+        )
+        self.reason = "empty input"
+        self.source = source
+        self.event_index = None
+        self.field = None
+        self.event_type = None
+        self.offset = None
 
 
 class UnknownEventProfileError(KVEventError):
@@ -157,7 +188,10 @@ class KVEventArgumentTypeError(KVPureError, TypeError):
     """A function of ``kvpure.events`` was given an argument of the wrong type."""
 
     def __init__(self, *, argument: str, expected: str, value: object) -> None:
-        super().__init__(f"{argument}: expected {expected}, got {type(value).__name__}")
+        got = type(value).__name__
+        if isinstance(value, bool | int | float):
+            got = f"{got} {value!r}"
+        super().__init__(f"{argument}: expected {expected}, got {got}")
         self.argument = argument
         self.expected = expected
         self.value = value

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from kvpure.events.errors import UnknownEventProfileError
+from kvpure.events.errors import KVEventArgumentTypeError, UnknownEventProfileError
 from kvpure.events.types import EVENT_TYPES, KVCacheEvent
 from kvpure.hashing.scheme import VLLM_0_26, VLLM_0_33, VllmHashProfile
 
@@ -86,15 +86,27 @@ VLLM_0_33_EVENTS = EventProfile(
 EVENT_PROFILES: Mapping[str, EventProfile] = MappingProxyType(
     {profile.name: profile for profile in (VLLM_0_26_EVENTS, VLLM_0_33_EVENTS)}
 )
-"""Every profile by name, oldest first."""
+"""Every distinct wire format by name, oldest first."""
+
+EVENT_PROFILE_ALIASES: Mapping[str, EventProfile] = MappingProxyType(
+    {"vllm-0.34": VLLM_0_33_EVENTS}
+)
+"""Releases whose wire is an older release's: ``vllm/distributed/kv_events.py`` is
+identical in 0.33.0 and 0.34.0, so 0.34's frames are 0.33's byte for byte."""
+
+EVENT_PROFILE_NAMES: tuple[str, ...] = (*EVENT_PROFILES, *EVENT_PROFILE_ALIASES)
+"""Every name :func:`get_event_profile` accepts (the CLI's ``--profile`` choices)."""
 
 
 def get_event_profile(name: str) -> EventProfile:
-    """The profile called ``name`` (``"vllm-0.26"`` or ``"vllm-0.33"``)."""
-    try:
-        return EVENT_PROFILES[name]
-    except KeyError:
-        raise UnknownEventProfileError(name=name, valid_names=tuple(EVENT_PROFILES)) from None
+    """The profile called ``name``: ``"vllm-0.26"``, ``"vllm-0.33"`` or ``"vllm-0.34"``
+    (an alias of ``"vllm-0.33"``: the same wire)."""
+    if not isinstance(name, str):
+        raise KVEventArgumentTypeError(argument="name", expected="a profile name", value=name)
+    profile = EVENT_PROFILES.get(name) or EVENT_PROFILE_ALIASES.get(name)
+    if profile is None:
+        raise UnknownEventProfileError(name=name, valid_names=EVENT_PROFILE_NAMES)
+    return profile
 
 
 def extra_fields(profile: EventProfile, event_type: str) -> tuple[str, ...]:

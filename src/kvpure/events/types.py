@@ -24,6 +24,9 @@ Field notes, for a router reading them:
 - ``extra_keys``: one entry per block, None for a block without keys; a plain
   request gives ``(None, None, ...)``, not None.
 - ``lora_id`` is deprecated in vLLM (``lora_name`` is what is hashed).
+- ``lookahead_token_ids`` (0.33+): one tuple of L token ids per block hash, the
+  tokens after the block that its hash also covers (EAGLE/MTP servers); None
+  without lookahead hashes.
 """
 
 from __future__ import annotations
@@ -88,7 +91,10 @@ class BlockStored(KVCacheEvent, frozen=True):
     locality: str | None = None
     ownership: str | None = None
     session_id: str | None = None
-    lookahead_token_ids: tuple[int, ...] | None = None
+    lookahead_token_ids: tuple[tuple[int, ...], ...] | None = None
+    """vLLM 0.33+: per entry of ``block_hashes``, the tokens after that block that
+    entered its hash (the server's ``num_hash_lookahead_tokens`` L of them); None
+    without lookahead hashes. Written like ``extra_keys``: an array of arrays."""
 
 
 class BlockRemoved(KVCacheEvent, frozen=True):

@@ -6,9 +6,11 @@ msgspec into its frozen event values (as fast as decoding into vLLM's own
 structs, see ``bench/bench_events.py``) and encodes them back to the same
 bytes, per vLLM version:
 
-- :func:`decode_batch`: bytes to a :class:`KVEventBatch`. Without a profile
-  every field of every known version is accepted; with one, a field that
-  version lacks is an :class:`EventFieldNotInProfileError`.
+- :func:`decode_batch`: bytes to a :class:`KVEventBatch`; :func:`decode_report`
+  also names the fields it left out. As in vLLM's decoder, a key no event
+  declares (or, with a profile, that version's events lack) is skipped;
+  ``strict=True`` refuses it (:class:`UnknownEventFieldError`,
+  :class:`EventFieldNotInProfileError`).
 - :func:`encode_batch` / :func:`encode_event`: the bytes the given version's
   vLLM writes (a 0.33 ``BlockStored`` has a map16 header, a 0.26 one a fixmap
   header; everything else is the same).
@@ -19,35 +21,29 @@ Anything that is not a valid batch raises a :class:`KVEventDecodeError`
 subclass naming the event index and field (and never anything else): cut or
 broken bytes, wrong types, unknown ``type`` tags, missing or unknown fields.
 What is accepted is what vLLM's own typed decoder accepts (an int ``ts``
-reads as a float, any int as a hash, a repeated key keeps its last value),
-except that kvpure also refuses unknown fields and extra-key values that are
-maps or extension types, which vLLM never writes. Re-encoding gives vLLM's
+reads as a float, any int as a hash, a repeated key keeps its last value,
+unknown fields are skipped), except that kvpure also refuses extra-key values
+that are maps or extension types, which vLLM never writes. Re-encoding gives vLLM's
 bytes for the decoded values: for a payload vLLM wrote, the payload itself.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 import msgspec
 
 from kvpure.events.errors import (
     EventFieldNotInProfileError,
-    EventFieldTypeError,
     KVEventArgumentTypeError,
-    KVEventDecodeError,
     KVEventEncodeError,
-    MalformedEventBatchError,
-    MissingEventFieldError,
-    TruncatedEventBatchError,
-    UnknownEventFieldError,
-    UnknownEventTypeError,
 )
 from kvpure.events.profiles import EVENT_PROFILES, FIXMAP_MAX_KEYS, EventProfile
-from kvpure.events.scan import event_type_at, scan_batch
+from kvpure.events.scan import _Stop
+from kvpure.events.translate import from_broken_bytes, from_validation, is_unknown_field
 from kvpure.events.types import EVENT_TYPES, ExtraKey, KVCacheEvent, KVEvent, KVEventBatch
+from kvpure.events.unknown import UnknownField, strip_unknown_fields
 
 Payload = bytes | bytearray | memoryview
 """What a payload may be given as (a ZMQ frame's buffer will do)."""
@@ -146,95 +142,128 @@ def _require_profile(profile: object) -> EventProfile:
 
 # --- decoding -----------------------------------------------------------------------
 
-_AT = re.compile(r"^(?P<reason>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
-_EVENT_PATH = re.compile(r"^\[1\]\[(?P<index>\d+)\](?:\.(?P<field>.+))?$")
-_BATCH_PATH = re.compile(r"^\[(?P<index>\d+)\](?P<rest>.*)$")
-_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
-_BATCH_FIELDS = ("ts", "events", "data_parallel_rank")
-_EVENT_TAGS = ", ".join(cls.__name__ for cls in EVENT_TYPES)
+_KNOWN_KEYS: dict[str, frozenset[str]] = {
+    cls.__name__: frozenset(("type", *cls.__struct_fields__)) for cls in EVENT_TYPES
+}
 
 
-def _from_validation(err: msgspec.ValidationError, data: bytes) -> KVEventDecodeError:
-    match = _AT.match(str(err))
-    reason, path = (match["reason"], match["path"]) if match else (str(err), "")
-    event_index: int | None = None
-    field: str | None = None
-    event = _EVENT_PATH.match(path)
-    if event:
-        event_index, field = int(event["index"]), event["field"]
-    else:
-        top = _BATCH_PATH.match(path)
-        if top:
-            index = int(top["index"])
-            name = _BATCH_FIELDS[index] if index < len(_BATCH_FIELDS) else f"[{index}]"
-            field = name + top["rest"]
-    event_type = event_type_at(data, event_index) if event_index is not None else None
-    missing, unknown = _MISSING.match(reason), _UNKNOWN.match(reason)
-    if missing:
-        return MissingEventFieldError(
-            reason="missing: the tag that names the event"
-            if missing["field"] == "type"
-            else "missing (vLLM writes this field even when it is None)",
-            event_index=event_index,
-            field=missing["field"],
-            event_type=event_type,
-        )
-    if unknown:
-        return UnknownEventFieldError(
-            reason="no event of any known vLLM version has this field",
-            event_index=event_index,
-            field=unknown["field"],
-            event_type=event_type,
-        )
-    if field == "type" and reason.startswith("Invalid value"):
-        return UnknownEventTypeError(
-            reason=f"unknown event type; vLLM sends {_EVENT_TAGS}",
-            event_index=event_index,
-            field=field,
-            event_type=event_type,
-        )
-    return EventFieldTypeError(
-        reason=reason, event_index=event_index, field=field, event_type=event_type
-    )
+@dataclass(frozen=True, slots=True)
+class DecodedBatch:
+    """A decoded batch and the fields on the wire that its events do not declare."""
+
+    batch: KVEventBatch
+    unknown_fields: tuple[UnknownField, ...] = ()
+    """Keys no kvpure event has (or, with a profile, that profile's events lack),
+    and batch elements past ``data_parallel_rank``: left out, as vLLM's decoder
+    leaves them out, in wire order."""
 
 
-def _from_broken_bytes(err: Exception, data: bytes) -> KVEventDecodeError:
-    problem = scan_batch(data)
-    if problem is None:
-        return MalformedEventBatchError(reason=str(err) or type(err).__name__)
-    error_class = (
-        TruncatedEventBatchError if problem.kind == "truncated" else (MalformedEventBatchError)
-    )
-    return error_class(
-        reason=problem.reason,
-        event_index=problem.event_index,
-        field=problem.field,
-        event_type=problem.event_type,
-        offset=problem.offset,
-    )
+def _decode_tolerant(data: bytes) -> tuple[KVEventBatch, tuple[UnknownField, ...]]:
+    try:
+        clean, unknown = strip_unknown_fields(data, _KNOWN_KEYS)
+    except _Stop as err:
+        raise from_broken_bytes(err, data) from None
+    try:
+        batch: KVEventBatch = _DECODER.decode(clean)
+    except msgspec.ValidationError as err:
+        raise from_validation(err, clean) from None
+    except (msgspec.DecodeError, RecursionError) as err:  # pragma: no cover - scanned above
+        raise from_broken_bytes(err, data) from None
+    return batch, unknown
 
 
-def decode_batch(payload: Payload, *, profile: EventProfile | None = None) -> KVEventBatch:
-    """The batch in ``payload`` (one PUB payload frame), as frozen values.
+def _drop_fields_not_in(
+    batch: KVEventBatch, profile: EventProfile, strict: bool
+) -> tuple[KVEventBatch, tuple[UnknownField, ...]]:
+    """``batch`` with the fields ``profile``'s events lack set back to their defaults
+    (refused in strict mode), and those fields."""
+    extras = _rules(profile).extras
+    if not extras:
+        return batch, ()
+    dropped: list[UnknownField] = []
+    events = list(batch.events)
+    for index, event in enumerate(events):
+        changed: dict[str, object] = {}
+        for field, default in extras.get(type(event), ()):
+            if getattr(event, field) != default:
+                if strict:
+                    raise EventFieldNotInProfileError(
+                        profile=profile.name,
+                        event_index=index,
+                        event_type=type(event).__name__,
+                        field=field,
+                    )
+                changed[field] = default
+                dropped.append(UnknownField(index, type(event).__name__, field))
+        if changed:
+            events[index] = msgspec.structs.replace(event, **changed)
+    if not dropped:
+        return batch, ()
+    return msgspec.structs.replace(batch, events=tuple(events)), tuple(dropped)
 
-    With ``profile``, an event that sets a field that version does not have raises
-    :class:`EventFieldNotInProfileError`. Anything else wrong raises a
-    :class:`KVEventDecodeError` subclass naming the event index and field.
-    """
+
+def _require_payload(payload: object) -> None:
     if not isinstance(payload, bytes | bytearray | memoryview):
         raise KVEventArgumentTypeError(
             argument="payload", expected="bytes, bytearray or memoryview", value=payload
         )
+
+
+def _require_flag(name: str, value: object) -> bool:
+    if type(value) is not bool:
+        raise KVEventArgumentTypeError(argument=name, expected="True or False", value=value)
+    return value
+
+
+def decode_report(
+    payload: Payload, *, profile: EventProfile | None = None, strict: bool = False
+) -> DecodedBatch:
+    """The batch in ``payload`` and the fields it carries that its events do not declare.
+
+    As vLLM's own decoder does, a key that no event declares (and an element of the
+    batch array past ``data_parallel_rank``) is skipped; with ``profile``, so is a
+    field that version's events lack (it reads as None). Each is named in
+    ``unknown_fields``. With ``strict=True`` they are refused instead:
+    :class:`UnknownEventFieldError` (:class:`EventFieldNotInProfileError` for a field
+    of another version). Anything else wrong raises a :class:`KVEventDecodeError`
+    subclass naming the event index and field.
+    """
+    _require_payload(payload)
+    _require_flag("strict", strict)
+    if profile is not None:
+        profile = _require_profile(profile)
+    unknown: tuple[UnknownField, ...] = ()
     try:
         batch: KVEventBatch = _DECODER.decode(payload)
     except msgspec.ValidationError as err:
-        raise _from_validation(err, bytes(payload)) from None
+        if strict or not is_unknown_field(err):
+            raise from_validation(err, bytes(payload)) from None
+        batch, unknown = _decode_tolerant(bytes(payload))
     except (msgspec.DecodeError, RecursionError) as err:
-        raise _from_broken_bytes(err, bytes(payload)) from None
+        raise from_broken_bytes(err, bytes(payload)) from None
     if profile is not None:
-        _check_profile(batch.events, _require_profile(profile))
-    return batch
+        batch, dropped = _drop_fields_not_in(batch, profile, strict)
+        unknown += dropped
+    return DecodedBatch(batch, unknown)
+
+
+def decode_batch(
+    payload: Payload, *, profile: EventProfile | None = None, strict: bool = False
+) -> KVEventBatch:
+    """The batch in ``payload`` (one PUB payload frame), as frozen values.
+
+    Fields the events do not declare are skipped as vLLM's decoder skips them
+    (:func:`decode_report` also names them); ``strict=True`` refuses them. Anything
+    else wrong raises a :class:`KVEventDecodeError` subclass naming the event index
+    and field.
+    """
+    if type(payload) is bytes and profile is None and strict is False:
+        try:  # the fast path: a clean payload, no profile to apply
+            result: KVEventBatch = _DECODER.decode(payload)
+            return result
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            pass
+    return decode_report(payload, profile=profile, strict=strict).batch
 
 
 # --- encoding -----------------------------------------------------------------------
@@ -295,7 +324,10 @@ class DetectedBatch:
     profiles: tuple[EventProfile, ...]
     """One profile when the bytes tell the version (a BlockStored's header, a newer
     field); every profile when they cannot (only BlockRemoved / AllBlocksCleared);
-    none when no vLLM writes these bytes (another encoder, keys in another order)."""
+    none when no vLLM writes these bytes (another encoder, keys in another order,
+    fields it does not declare)."""
+    unknown_fields: tuple[UnknownField, ...] = ()
+    """What the payload carries that no kvpure event declares (left out)."""
 
 
 def _writes(batch: KVEventBatch, profile: EventProfile, data: bytes) -> bool:
@@ -305,9 +337,12 @@ def _writes(batch: KVEventBatch, profile: EventProfile, data: bytes) -> bool:
         return False
 
 
-def decode_and_detect(payload: Payload) -> DetectedBatch:
-    """Decode ``payload`` and find which profiles' encoders reproduce it byte for byte."""
-    batch = decode_batch(payload)
+def decode_and_detect(payload: Payload, *, strict: bool = False) -> DetectedBatch:
+    """Decode ``payload`` and find which profiles' encoders reproduce it byte for byte
+    (none when it carries fields no event declares: they are named, or refused when
+    ``strict``)."""
+    decoded = decode_report(payload, strict=strict)
+    batch = decoded.batch
     data = bytes(payload)
     profiles = tuple(p for p in EVENT_PROFILES.values() if _writes(batch, p, data))
-    return DetectedBatch(batch=batch, profiles=profiles)
+    return DetectedBatch(batch=batch, profiles=profiles, unknown_fields=decoded.unknown_fields)

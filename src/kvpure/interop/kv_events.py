@@ -46,15 +46,17 @@ def _key_to_json(value: object) -> object:
 def _field_to_json(name: str, value: object) -> object:
     if value is None:
         return None
+    if name == "parent_block_hash" and isinstance(value, int | bytes):
+        return _hash_to_json(value)
+    if not isinstance(value, tuple):
+        return value
     if name == "block_hashes":
-        return [_hash_to_json(h) for h in value]  # type: ignore[attr-defined]
-    if name == "parent_block_hash":
-        return _hash_to_json(value)  # type: ignore[arg-type]
+        return [_hash_to_json(h) for h in value]
     if name == "extra_keys":
-        return [None if keys is None else _key_to_json(keys) for keys in value]  # type: ignore[attr-defined]
-    if isinstance(value, tuple):
-        return list(value)
-    return value
+        return [None if keys is None else _key_to_json(keys) for keys in value]
+    if name == "lookahead_token_ids":
+        return [list(tokens) for tokens in value]
+    return list(value)
 
 
 def event_to_json(event: KVEvent, profile: EventProfile) -> dict[str, object]:
@@ -152,8 +154,10 @@ def _ints(field: str, value: object) -> tuple[int, ...]:
     return tuple(_int(f"{field}[{i}]", v) for i, v in enumerate(_list(field, value)))
 
 
-def _opt_ints(field: str, value: object) -> tuple[int, ...] | None:
-    return None if value is None else _ints(field, value)
+def _opt_int_lists(field: str, value: object) -> tuple[tuple[int, ...], ...] | None:
+    if value is None:
+        return None
+    return tuple(_ints(f"{field}[{i}]", v) for i, v in enumerate(_list(field, value)))
 
 
 def _hashes(field: str, value: object) -> tuple[int | bytes, ...]:
@@ -182,7 +186,9 @@ def event_from_json(data: Mapping[str, object]) -> KVEvent:
             locality=_opt_str("locality", data.get("locality")),
             ownership=_opt_str("ownership", data.get("ownership")),
             session_id=_opt_str("session_id", data.get("session_id")),
-            lookahead_token_ids=_opt_ints("lookahead_token_ids", data.get("lookahead_token_ids")),
+            lookahead_token_ids=_opt_int_lists(
+                "lookahead_token_ids", data.get("lookahead_token_ids")
+            ),
         )
     if kind == "BlockRemoved":
         return BlockRemoved(
