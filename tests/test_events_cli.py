@@ -128,7 +128,8 @@ def test_audit_agrees_under_the_servers_settings(
     code, out, err = _run(capsys, [*argv, "--lora-path", "sql=/adapters/sql"])
     assert (code, err) == (0, "")
     assert out.splitlines() == [
-        "settings: sha256_cbor, block_size 4 tokens, seed '0', profile vllm-0.33",
+        "settings: sha256_cbor, block_size 4 tokens, seed '0', profile vllm-0.33, "
+        "lookahead 0 tokens",
         "12 BlockStored events: 12 agree, 0 disagree, 0 unverifiable (12 other events)",
     ]
     code, out, _ = _run(capsys, argv)  # without the LoRA path
@@ -145,8 +146,10 @@ def test_audit_names_the_wrong_setting(tmp_path: Path, capsys: pytest.CaptureFix
     *events, summary = [json.loads(line) for line in out.splitlines()]
     assert len(events) == 12
     assert events[0]["status"] == "disagrees"
-    assert events[0]["explanations"] == [[{"setting": "seed", "yours": "'7'", "server": "'0'"}]]
-    assert summary["summary"]["likely"] == [{"setting": "seed", "yours": "'7'", "server": "'0'"}]
+    # machine-readable: the values themselves, not their quoted text
+    assert events[0]["explanations"] == [[{"setting": "seed", "yours": "7", "server": "0"}]]
+    assert summary["summary"]["likely"] == [{"setting": "seed", "yours": "7", "server": "0"}]
+    assert (summary["summary"]["seed"], summary["summary"]["block_size"]) == ("7", 4)
     assert summary["summary"]["disagrees"] == 12
     text = _run(capsys, argv[:-1])[1]
     assert text.splitlines()[-1] == "likely: the server uses seed '0' where you use '7'"
@@ -201,7 +204,7 @@ def test_other_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         "kvpure: error: --lora-path 'sql': expected NAME=PATH": [
             "events", "audit", str(good), "--algo", "sha256", "--lora-path", "sql"
         ],
-        "kvpure: error: block_size: the hash block size must be at least 1 token": [
+        "kvpure: error: events audit: argument --block-size: expected at least 1, got 0": [
             "events", "audit", str(good), "--algo", "sha256", "--block-size", "0"
         ],
         "kvpure: error: events: the following arguments are required": ["events"],

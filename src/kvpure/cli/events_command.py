@@ -24,15 +24,30 @@ from typing import Any
 
 from kvpure.cli.events_listen import add_listen
 from kvpure.cli.input_files import read_input_bytes
-from kvpure.events.audit import AuditOptions, AuditReport, EventAudit, HashForm, audit_batches
-from kvpure.events.audit_check import AuditStatus
-from kvpure.events.errors import KVEventError
+from kvpure.errors import KVPureError
+from kvpure.events.audit import (
+    AuditOptions,
+    AuditReport,
+    EventAudit,
+    HashForm,
+    RouterSettings,
+    SettingChange,
+    audit_batches,
+)
+from kvpure.events.audit_check import AuditStatus, event_lookahead
+from kvpure.events.errors import EmptyEventInputError, KVEventError
 from kvpure.events.frames import split_capture
-from kvpure.events.profiles import EVENT_PROFILES, EventProfile, get_event_profile
+from kvpure.events.profiles import (
+    EVENT_PROFILE_NAMES,
+    EVENT_PROFILES,
+    EventProfile,
+    get_event_profile,
+)
 from kvpure.events.types import BlockStored, KVEventBatch
-from kvpure.events.wire import decode_and_detect, decode_batch
+from kvpure.events.unknown import UnknownField
+from kvpure.events.wire import decode_and_detect, decode_report
 from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
-from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, HashScheme, get_hash_profile
+from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, VllmHashProfile, get_hash_profile
 from kvpure.interop.kv_events import batch_to_json
 
 EXIT_MISMATCH = 1
@@ -51,7 +66,7 @@ def register(sub: Any) -> None:
         dest="events_command", metavar="ACTION", parser_class=type(parser)
     )
     actions.required = True
-    profiles = tuple(EVENT_PROFILES)
+    profiles = EVENT_PROFILE_NAMES
 
     decode = actions.add_parser("decode", help="print each batch")
     decode.add_argument("file", metavar="FILE", help="a payload or a capture; - for stdin")
@@ -61,6 +76,7 @@ def register(sub: Any) -> None:
         help="the server's vLLM version (default: detected from the bytes)",
     )
     decode.add_argument("--json", action="store_true", help="one JSON line per batch")
+    _add_strict(decode)
     decode.set_defaults(run=run_decode)
 
     audit = actions.add_parser("audit", help="recompute every BlockStored hash")
@@ -75,7 +91,7 @@ def register(sub: Any) -> None:
     )
     audit.add_argument(
         "--block-size",
-        type=int,
+        type=_block_size,
         default=None,
         help="the router's hash block size in tokens (default: the smallest "
         "block_size of the events)",
@@ -112,13 +128,52 @@ def register(sub: Any) -> None:
         action="store_true",
         help="exit 0 when nothing disagrees, even if some events cannot be checked",
     )
+    audit.add_argument(
+        "--lookahead",
+        type=_lookahead_tokens,
+        default=None,
+        metavar="L",
+        help="the router's num_hash_lookahead_tokens (default: the L the events show in "
+        "lookahead_token_ids, 0 when they carry none)",
+    )
     audit.add_argument("--json", action="store_true", help="one JSON line per BlockStored")
+    _add_strict(audit)
     audit.set_defaults(run=run_audit)
     add_listen(actions)
 
 
+def _add_strict(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse fields the events do not declare (default: skip and name them, as "
+        "vLLM's decoder skips them)",
+    )
+
+
+def _whole_number(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected at least {minimum}, got {value}")
+    return value
+
+
+def _block_size(text: str) -> int:
+    return _whole_number(text, 1)
+
+
+def _lookahead_tokens(text: str) -> int:
+    return _whole_number(text, 0)
+
+
 def _read(name: str) -> bytes:
-    return read_input_bytes(name)
+    data = read_input_bytes(name)
+    if not data:
+        raise EmptyEventInputError(source="standard input" if name == "-" else name)
+    return data
 
 
 def _error(message: str) -> int:
@@ -126,41 +181,59 @@ def _error(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+_Decoded = tuple[KVEventBatch, tuple[EventProfile, ...], tuple[UnknownField, ...]]
+
+
 def _decode_all(
-    payloads: Sequence[bytes], profile: EventProfile | None
-) -> list[tuple[KVEventBatch, tuple[EventProfile, ...]]]:
-    """Each payload's batch and the profiles that write it (``profile`` when given)."""
-    result: list[tuple[KVEventBatch, tuple[EventProfile, ...]]] = []
+    payloads: Sequence[bytes], profile: EventProfile | None, strict: bool
+) -> list[_Decoded]:
+    """Each payload's batch, the profiles that write it (``profile`` when given) and
+    the fields it carries that its events do not declare."""
+    result: list[_Decoded] = []
     for index, payload in enumerate(payloads):
         try:
             if profile is not None:
-                result.append((decode_batch(payload, profile=profile), (profile,)))
+                report = decode_report(payload, profile=profile, strict=strict)
+                result.append((report.batch, (profile,), report.unknown_fields))
             else:
-                detected = decode_and_detect(payload)
-                result.append((detected.batch, detected.profiles))
+                detected = decode_and_detect(payload, strict=strict)
+                result.append((detected.batch, detected.profiles, detected.unknown_fields))
         except KVEventError as err:
             raise _FrameError(index, err) from None
     return result
 
 
 class _FrameError(Exception):
-    def __init__(self, index: int, err: KVEventError) -> None:
-        super().__init__(f"frame {index}: {err}")
+    def __init__(self, index: int | None, err: KVEventError) -> None:
+        super().__init__(str(err) if index is None else f"frame {index}: {err}")
 
 
-def _stream_profile(
-    decoded: Sequence[tuple[KVEventBatch, tuple[EventProfile, ...]]],
-) -> EventProfile | None:
+def _stream_profile(decoded: Sequence[_Decoded]) -> EventProfile | None:
     """The version the bytes show: the first batch written by exactly one profile."""
-    for _, profiles in decoded:
+    for _, profiles, _ in decoded:
         if len(profiles) == 1:
             return profiles[0]
     return None
 
 
-def _load(args: argparse.Namespace) -> list[tuple[KVEventBatch, tuple[EventProfile, ...]]]:
+def _load(args: argparse.Namespace) -> list[_Decoded]:
     profile = get_event_profile(args.profile) if args.profile else None
-    return _decode_all(split_capture(_read(args.file)), profile)
+    try:
+        payloads = split_capture(_read(args.file))
+    except KVEventError as err:
+        raise _FrameError(None, err) from None
+    return _decode_all(payloads, profile, args.strict)
+
+
+def unknown_fields_json(unknown: Sequence[UnknownField]) -> list[dict[str, object]]:
+    """The skipped fields as data: ``{"event", "type", "field"}`` (event null: the batch)."""
+    return [{"event": u.event_index, "type": u.event_type, "field": u.field} for u in unknown]
+
+
+def unknown_fields_text(unknown: Sequence[UnknownField]) -> str:
+    """``2 fields skipped (not declared): event 0 (BlockStored) field 'colour', ...``."""
+    names = ", ".join(u.describe() for u in unknown)
+    return f"{len(unknown)} fields skipped (not declared by the events): {names}"
 
 
 def run_decode(args: argparse.Namespace) -> int:
@@ -169,7 +242,7 @@ def run_decode(args: argparse.Namespace) -> int:
     except _FrameError as err:
         return _error(str(err))
     shown = _stream_profile(decoded) or _NEWEST
-    for index, (batch, profiles) in enumerate(decoded):
+    for index, (batch, profiles, unknown) in enumerate(decoded):
         # the stream's version where it writes these bytes; every field when none does
         profile = shown if shown in profiles else (profiles[-1] if profiles else _NEWEST)
         if args.json:
@@ -177,6 +250,7 @@ def run_decode(args: argparse.Namespace) -> int:
                 "frame": index,
                 **batch_to_json(batch, profile),
                 "profiles": [p.name for p in profiles],
+                "unknown_fields": unknown_fields_json(unknown),
             }
             print(json.dumps(line, separators=(",", ":")))
             continue
@@ -185,6 +259,8 @@ def run_decode(args: argparse.Namespace) -> int:
             f"frame {index}: ts {batch.ts!r}, data_parallel_rank {batch.data_parallel_rank}, "
             f"{len(batch.events)} events, written as {written}"
         )
+        if unknown:
+            print(f"  {unknown_fields_text(unknown)}")
         for number, event in enumerate(batch.events):
             print(f"  [{number}] {describe_event(event)}")
     return 0
@@ -223,11 +299,19 @@ def _lora_paths(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(result)
 
 
+def _change_text(change: SettingChange, style: str) -> str:
+    server = change.value_text(change.server)
+    yours = change.value_text(change.yours, yours=True)
+    if style == "short":
+        return f"{change.setting} {server} (yours {yours})"
+    return f"{change.setting} {server} where you use {yours}"
+
+
 def _explanation_text(audit: EventAudit) -> str:
     if not audit.explanations:
         return "" if audit.status is AuditStatus.AGREES else "; no tried setting explains it"
     options = [
-        ", ".join(f"{c.setting} {c.server} (yours {c.yours})" for c in changes) or "as is"
+        ", ".join(_change_text(c, "short") for c in changes) or "as is"
         for changes in audit.explanations
     ]
     return "; agrees with " + " or ".join(options)
@@ -241,10 +325,7 @@ def _audit_json(audit: EventAudit) -> dict[str, object]:
         "parent": audit.parent.value,
         "reason": audit.reason,
         "num_hashes": audit.num_hashes,
-        "explanations": [
-            [{"setting": c.setting, "yours": c.yours, "server": c.server} for c in changes]
-            for changes in audit.explanations
-        ],
+        "explanations": [[c.as_json() for c in changes] for changes in audit.explanations],
     }
 
 
@@ -256,6 +337,30 @@ def _exit_code(report: AuditReport, allow_unverifiable: bool) -> int:
     return 0
 
 
+def _hash_profile(name: str | None, decoded: Sequence[_Decoded]) -> VllmHashProfile:
+    """The router's hashing rules: ``--profile``'s release (its own hash profile where
+    kvpure has one under that name), else the version the bytes show."""
+    if name is None:
+        shown = _stream_profile(decoded)
+        return shown.hash_profile if shown else DEFAULT_HASH_PROFILE
+    try:
+        return get_hash_profile(name)
+    except KVPureError:  # an events-only alias: its wire's release
+        return get_event_profile(name).hash_profile
+
+
+def _shown_lookahead(batches: Sequence[KVEventBatch]) -> int:
+    """The L the events show (the first BlockStored with lookahead lists), else 0."""
+    for batch in batches:
+        for event in batch.events:
+            if isinstance(event, BlockStored) and event.lookahead_token_ids:
+                try:
+                    return event_lookahead(event)
+                except ValueError:
+                    continue
+    return 0
+
+
 def run_audit(args: argparse.Namespace) -> int:
     try:
         decoded = _load(args)
@@ -264,67 +369,71 @@ def run_audit(args: argparse.Namespace) -> int:
         return _error(str(err))
     except ValueError as err:
         return _error(str(err))
-    batches = [batch for batch, _ in decoded]
+    batches = [batch for batch, _, _ in decoded]
+    unknown = [u for _, _, found in decoded for u in found]
     sizes = [e.block_size for b in batches for e in b.events if isinstance(e, BlockStored)]
-    block_size = args.block_size if args.block_size is not None else min(sizes, default=1)
-    if args.profile:
-        hash_profile = get_event_profile(args.profile).hash_profile
-    else:
-        shown = _stream_profile(decoded)
-        hash_profile = shown.hash_profile if shown else DEFAULT_HASH_PROFILE
-    scheme = HashScheme.from_seed(
+    block_size = args.block_size if args.block_size is not None else max(min(sizes, default=1), 1)
+    router = RouterSettings(
         algorithm=args.algo,
         block_size=block_size,
         seed=args.seed,
-        profile=get_hash_profile(hash_profile.name),
-        random_none_hash=True,
+        profile=_hash_profile(args.profile, decoded),
+        num_hash_lookahead_tokens=(
+            args.lookahead if args.lookahead is not None else _shown_lookahead(batches)
+        ),
     )
     options = AuditOptions(
-        seed=args.seed,
-        seed_unset=args.seed is None,
         candidate_seeds=tuple(dict.fromkeys(("0", "42", *args.try_seed))),
         lora_paths=lora_paths,
         hash_form=HashForm(args.hashes) if args.hashes else None,
     )
-    report = audit_batches(batches, scheme, options)
+    report = audit_batches(batches, router, options)
     if args.json:
         for audit in report.events:
             print(json.dumps(_audit_json(audit), separators=(",", ":")))
-    summary = _summary(report, scheme, args.seed)
+    summary = _summary(report, router, unknown)
     if args.json:
         print(json.dumps({"summary": summary}, separators=(",", ":")))
     else:
-        _print_report(report, summary)
+        _print_report(report, router, unknown)
     return _exit_code(report, args.allow_unverifiable)
 
 
-def _summary(report: AuditReport, scheme: HashScheme, seed: str | None) -> dict[str, object]:
+def _summary(
+    report: AuditReport, router: RouterSettings, unknown: Sequence[UnknownField]
+) -> dict[str, object]:
     likely = report.likely_explanation()
     return {
-        "algorithm": scheme.algorithm,
-        "block_size": scheme.block_size,
-        "seed": seed,
-        "profile": scheme.profile.name,
+        "algorithm": router.algorithm,
+        "block_size": router.block_size,
+        "seed": router.seed,
+        "profile": router.profile.name,
+        "num_hash_lookahead_tokens": router.num_hash_lookahead_tokens,
         "block_stored": len(report.events),
         "other_events": report.num_other_events,
         **{status.value: report.count(status) for status in AuditStatus},
-        "likely": None
-        if likely is None
-        else [{"setting": c.setting, "yours": c.yours, "server": c.server} for c in likely],
+        "likely": None if likely is None else [c.as_json() for c in likely],
+        "unknown_fields": unknown_fields_json(unknown),
     }
 
 
-def _print_report(report: AuditReport, summary: dict[str, object]) -> None:
-    seed = "unset" if summary["seed"] is None else repr(summary["seed"])
+def _print_report(
+    report: AuditReport, router: RouterSettings, unknown: Sequence[UnknownField]
+) -> None:
+    seed = "unset" if router.seed is None else repr(router.seed)
     print(
-        f"settings: {summary['algorithm']}, block_size {summary['block_size']} tokens, "
-        f"seed {seed}, profile {summary['profile']}"
+        f"settings: {router.algorithm}, block_size {router.block_size} tokens, "
+        f"seed {seed}, profile {router.profile.name}, "
+        f"lookahead {router.num_hash_lookahead_tokens} tokens"
     )
     print(
-        f"{len(report.events)} BlockStored events: {summary['agrees']} agree, "
-        f"{summary['disagrees']} disagree, {summary['unverifiable']} unverifiable "
+        f"{len(report.events)} BlockStored events: {report.count(AuditStatus.AGREES)} agree, "
+        f"{report.count(AuditStatus.DISAGREES)} disagree, "
+        f"{report.count(AuditStatus.UNVERIFIABLE)} unverifiable "
         f"({report.num_other_events} other events)"
     )
+    if unknown:
+        print(unknown_fields_text(unknown))
     for audit in report.events:
         if audit.status is AuditStatus.AGREES:
             continue
@@ -334,5 +443,5 @@ def _print_report(report: AuditReport, summary: dict[str, object]) -> None:
         )
     likely = report.likely_explanation()
     if likely:
-        changes = ", ".join(f"{c.setting} {c.server} where you use {c.yours}" for c in likely)
+        changes = ", ".join(_change_text(c, "long") for c in likely)
         print(f"likely: the server uses {changes}")

@@ -36,11 +36,16 @@ from kvpure.events.audit_check import (
     ParentSource,
     Settings,
     check_event,
+    event_lookahead,
+    has_lookahead_hashes,
     low_64_bits,
 )
+from kvpure.events.errors import KVEventArgumentTypeError
 from kvpure.events.types import BlockStored, KVEventBatch
+from kvpure.field_checks import check_int
 from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.scheme import (
+    DEFAULT_HASH_PROFILE,
     HASH_PROFILES,
     HashScheme,
     VllmHashProfile,
@@ -61,14 +66,41 @@ class HashForm(enum.Enum):
     """The full digest (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``)."""
 
 
+SettingValue = str | int | None
+"""A setting's value as data: a seed (None: PYTHONHASHSEED unset), an algorithm,
+profile or hash-form name, a block size or L."""
+
+
 @dataclass(frozen=True, slots=True)
 class SettingChange:
-    """One setting in which the server differs from the router (values as text)."""
+    """One setting in which the server differs from the router, as data."""
 
     setting: str
-    """``seed``, ``algorithm``, ``block_size``, ``profile`` or ``hash_form``."""
-    yours: str
-    server: str
+    """``seed``, ``algorithm``, ``block_size``, ``profile``, ``num_hash_lookahead_tokens``
+    or ``hash_form``."""
+    yours: SettingValue
+    server: SettingValue
+    yours_none_hash: str | None = None
+    """The router's NONE_HASH in hex when its seed is not known (``yours`` is None then)."""
+
+    def value_text(self, value: SettingValue, *, yours: bool = False) -> str:
+        """A value as the text report writes it (``'0'``, ``unset``, ``16``)."""
+        if self.setting == "seed":
+            if yours and self.yours_none_hash is not None:
+                return f"unknown (NONE_HASH {self.yours_none_hash[:16]}...)"
+            return "unset" if value is None else repr(value)
+        return str(value)
+
+    def as_json(self) -> dict[str, SettingValue]:
+        """``{"setting", "yours", "server"}`` (and ``yours_none_hash`` when set)."""
+        data: dict[str, SettingValue] = {
+            "setting": self.setting,
+            "yours": self.yours,
+            "server": self.server,
+        }
+        if self.yours_none_hash is not None:
+            data["yours_none_hash"] = self.yours_none_hash
+        return data
 
 
 Explanation = tuple[SettingChange, ...]
@@ -130,12 +162,39 @@ class AuditOptions:
     diagnose: bool = True
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterSettings:
+    """A router's hash settings, each given once: what :func:`audit_batches` checks.
+
+    The seed is the router's PYTHONHASHSEED (None: unset, the profile's rule), so the
+    audit knows both the NONE_HASH and the seed it came from.
+    """
+
+    algorithm: str
+    block_size: int
+    seed: str | None
+    profile: VllmHashProfile = DEFAULT_HASH_PROFILE
+    num_hash_lookahead_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.seed is not None and not isinstance(self.seed, str):
+            raise InvalidFieldError(field="seed", value=self.seed, reason="must be a string")
+        check_int("block_size", self.block_size, minimum=1)
+        check_int("num_hash_lookahead_tokens", self.num_hash_lookahead_tokens, minimum=0)
+
+    def scheme(self) -> HashScheme:
+        """The router's :class:`HashScheme` (a random NONE_HASH when the seed is unset
+        and the profile's NONE_HASH is random then)."""
+        return _scheme(self)
+
+
 @dataclass(frozen=True, slots=True)
 class _Seed:
     label: str
     value: str | None
     known: bool
     """False for the router's own NONE_HASH when its seed is unknown."""
+    none_hash_hex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +203,7 @@ class _Guess:
     algorithm: str
     block_size: int
     profile: VllmHashProfile
+    lookahead: int = 0
 
     def settings(self, yours: _Guess, your_none_hash: bytes) -> Settings:
         """Settings to compute with (NONE_HASH None where this guess cannot know it)."""
@@ -155,16 +215,36 @@ class _Guess:
         else:
             unseeded = self.profile.unseeded_none_hash_seed(self.algorithm)
             none_hash = None if unseeded is None else none_hash_from_seed(self.algorithm, unseeded)
-        return Settings(self.algorithm, none_hash, self.block_size, self.profile)
+        return Settings(self.algorithm, none_hash, self.block_size, self.profile, self.lookahead)
 
     def changes(self, yours: _Guess) -> Explanation:
-        pairs = (
-            ("seed", yours.seed.label, self.seed.label),
+        found: list[SettingChange] = []
+        if yours.seed.label != self.seed.label:
+            found.append(
+                SettingChange("seed", yours.seed.value, self.seed.value, yours.seed.none_hash_hex)
+            )
+        pairs: tuple[tuple[str, SettingValue, SettingValue], ...] = (
             ("algorithm", yours.algorithm, self.algorithm),
-            ("block_size", str(yours.block_size), str(self.block_size)),
+            ("block_size", yours.block_size, self.block_size),
             ("profile", yours.profile.name, self.profile.name),
+            ("num_hash_lookahead_tokens", yours.lookahead, self.lookahead),
         )
-        return tuple(SettingChange(name, a, b) for name, a, b in pairs if a != b)
+        found += (SettingChange(name, a, b) for name, a, b in pairs if a != b)
+        return tuple(found)
+
+
+def _scheme(router: RouterSettings) -> HashScheme:
+    lookahead: dict[str, int] = {}
+    if router.num_hash_lookahead_tokens:  # HashScheme's L (kvpure.hashing, vLLM 0.33+)
+        lookahead["num_hash_lookahead_tokens"] = router.num_hash_lookahead_tokens
+    return HashScheme.from_seed(
+        algorithm=router.algorithm,
+        block_size=router.block_size,
+        seed=router.seed,
+        profile=router.profile,
+        random_none_hash=True,
+        **lookahead,
+    )
 
 
 def _divisors(number: int) -> list[int]:
@@ -198,16 +278,23 @@ def _your_seed(scheme: HashScheme, options: AuditOptions) -> _Seed:
                 return _Seed("unset", None, True)
         elif none_hash_from_seed(scheme.algorithm, seed) == scheme.none_hash:
             return _Seed(_seed_label(seed), seed, True)
-    return _Seed(f"unknown (NONE_HASH {scheme.none_hash.hex()[:16]}...)", None, False)
+    none_hash = scheme.none_hash.hex()
+    return _Seed(f"unknown (NONE_HASH {none_hash[:16]}...)", None, False, none_hash)
 
 
 class _Auditor:
     """The audit's state across a stream: full hashes recomputed per guess."""
 
-    def __init__(self, scheme: HashScheme, options: AuditOptions) -> None:
+    def __init__(
+        self, scheme: HashScheme, options: AuditOptions, seed: _Seed | None, lookahead: int
+    ) -> None:
         self.none_hash = scheme.none_hash
         self.yours = _Guess(
-            _your_seed(scheme, options), scheme.algorithm, scheme.block_size, scheme.profile
+            seed or _your_seed(scheme, options),
+            scheme.algorithm,
+            scheme.block_size,
+            scheme.profile,
+            lookahead,
         )
         self.settings = self.yours.settings(self.yours, scheme.none_hash)
         self.options = options
@@ -243,11 +330,16 @@ class _Auditor:
                 *self.options.candidate_block_sizes,
             )
         )
+        try:  # L: the router's, and the one the event shows
+            lookaheads = dict.fromkeys((self.yours.lookahead, event_lookahead(event)))
+        except ValueError:
+            lookaheads = {self.yours.lookahead: None}
         guesses = [
-            _Guess(seed, algorithm, size, profile)
-            for seed, algorithm, size, profile in itertools.product(
-                seeds, HASH_ALGORITHM_NAMES, sizes, HASH_PROFILES.values()
+            _Guess(seed, algorithm, size, profile, lookahead)
+            for seed, algorithm, size, profile, lookahead in itertools.product(
+                seeds, HASH_ALGORITHM_NAMES, sizes, HASH_PROFILES.values(), lookaheads
             )
+            if not lookahead or has_lookahead_hashes(profile)
         ]
         by_changes = sorted(guesses, key=lambda g: len(g.changes(self.yours)))
         return (g for g in by_changes if 0 < len(g.changes(self.yours)) <= MAX_CHANGES)
@@ -287,6 +379,10 @@ class _Auditor:
         explanations: tuple[Explanation, ...] = ()
         if status is not AuditStatus.AGREES and self.options.diagnose:
             explanations = self._diagnose(event)
+        if outcome.assumed_keys and explanations:
+            # another setting reproduces it with the same assumption: the router's is wrong
+            status = AuditStatus.DISAGREES
+            reason = "the recomputed hashes differ (another setting reproduces them)"
         form = self._form_change(event) if event.block_hashes else None
         if form is not None:
             if status is AuditStatus.AGREES:
@@ -314,12 +410,41 @@ class _Auditor:
         )
 
 
+def _auditor(router: HashScheme | RouterSettings, options: AuditOptions | None) -> _Auditor:
+    if options is None:
+        options = AuditOptions()
+    elif not isinstance(options, AuditOptions):
+        raise KVEventArgumentTypeError(argument="options", expected="AuditOptions", value=options)
+    if isinstance(router, RouterSettings):
+        if options.seed is not None or options.seed_unset:
+            raise InvalidFieldError(
+                field="options.seed",
+                value=options.seed,
+                reason="the seed is given once: RouterSettings.seed holds it; leave "
+                "AuditOptions.seed and seed_unset out",
+            )
+        seed = _Seed(_seed_label(router.seed), router.seed, True)
+        return _Auditor(router.scheme(), options, seed, router.num_hash_lookahead_tokens)
+    if not isinstance(router, HashScheme):
+        raise KVEventArgumentTypeError(
+            argument="router", expected="RouterSettings or HashScheme", value=router
+        )
+    lookahead = getattr(router, "num_hash_lookahead_tokens", 0)
+    return _Auditor(router, options, None, lookahead)
+
+
 def iter_audit(
-    batches: Iterable[KVEventBatch], scheme: HashScheme, options: AuditOptions | None = None
+    batches: Iterable[KVEventBatch],
+    router: HashScheme | RouterSettings,
+    options: AuditOptions | None = None,
 ) -> Iterator[EventAudit | None]:
     """The verdict on each event as the batches arrive (None for events that are not
-    BlockStored): for a live stream. :func:`audit_batches` collects them."""
-    auditor = _Auditor(scheme, options or AuditOptions())
+    BlockStored): for a live stream. :func:`audit_batches` collects them.
+
+    ``router`` is the router's :class:`RouterSettings` (the seed given once, with the
+    rest), or a :class:`HashScheme` (its seed then found among the candidates, or given
+    as ``options.seed``)."""
+    auditor = _auditor(router, options)
     for batch_index, batch in enumerate(batches):
         for event_index, event in enumerate(batch.events):
             if isinstance(event, BlockStored):
@@ -329,12 +454,15 @@ def iter_audit(
 
 
 def audit_batches(
-    batches: Iterable[KVEventBatch], scheme: HashScheme, options: AuditOptions | None = None
+    batches: Iterable[KVEventBatch],
+    router: HashScheme | RouterSettings,
+    options: AuditOptions | None = None,
 ) -> AuditReport:
-    """Recompute every BlockStored of ``batches`` under ``scheme``; explain mismatches."""
+    """Recompute every BlockStored of ``batches`` under the router's settings; explain
+    mismatches (see :func:`iter_audit`)."""
     audits: list[EventAudit] = []
     others = 0
-    for audit in iter_audit(batches, scheme, options):
+    for audit in iter_audit(batches, router, options):
         if audit is None:
             others += 1
         else:

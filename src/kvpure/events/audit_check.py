@@ -17,8 +17,14 @@ What a ``BlockStored`` lets anyone recompute, and what it does not:
    events do not carry: it must be given (``lora_paths``).
 4. Groups that cache only some blocks (Mamba, sliding window with a block
    mask) publish the hashes of those blocks but the tokens of all of them, so
-   the event's hashes must be an ordered subsequence of the recomputed chain;
-   the keys of the blocks left out are known only when every key is None.
+   the event's hashes must be an ordered subsequence of the recomputed chain.
+   The keys of the blocks left out are not published: they are taken as the
+   request's keys on every block (its LoRA name, or none). When the chain then
+   differs, a salt or an image on a block left out may be why: the event is
+   unverifiable, never "disagrees" (unless another setting reproduces it).
+6. Lookahead hashes (vLLM 0.33+, EAGLE/MTP servers, L > 0): block ``j``'s keys
+   are ``(E, t[e], ..., t[e+L-1])``, the L tokens after it; the event shows them
+   in ``lookahead_token_ids`` (one list of L tokens per hash), which also tells L.
 5. When the hash block size ``b`` is smaller than ``B`` (it divides it), each
    block's hash is the last of its ``B/b`` fine hashes; the fine blocks' keys
    are known only when the block's keys are None.
@@ -73,6 +79,9 @@ class Settings:
     block_size: int
     """The hash block size."""
     profile: VllmHashProfile
+    lookahead: int = 0
+    """L, the tokens after each block that its hash covers (vLLM's
+    ``num_hash_lookahead_tokens``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +94,19 @@ class Outcome:
     digests: tuple[bytes, ...] = ()
     """The full hash of every block the event's tokens cover (masked ones included),
     when the event agrees."""
+    assumed_keys: bool = False
+    """Unverifiable only because the keys of blocks the group left out are unknown:
+    another setting that reproduces the event proves the router's setting wrong."""
 
 
-class _Unverifiable(Exception):
+class _Unverifiable(ValueError):
     pass
+
+
+def has_lookahead_hashes(profile: VllmHashProfile) -> bool:
+    """Whether the release has lookahead hashes (0.33+; 0.26 hashes untagged keys and
+    has none: the tagged-keys rule came with the same releases)."""
+    return profile.extra_key_style is not ExtraKeyStyle.BARE
 
 
 def low_64_bits(digest: bytes) -> int:
@@ -126,26 +144,98 @@ def _retag(event: BlockStored, keys: ExtraKey, lora_paths: Mapping[str, str]) ->
     return tuple(tagged)
 
 
+def _bare(event: BlockStored, keys: ExtraKey) -> Keys:
+    return tuple(keys)
+
+
 def hashed_keys(
     event: BlockStored, profile: VllmHashProfile, lora_paths: Mapping[str, str], blocks: int
-) -> list[Keys]:
-    """The extra keys vLLM hashed for each of the ``blocks`` blocks the tokens cover."""
+) -> tuple[list[Keys], bool]:
+    """The extra keys vLLM hashed for each of the ``blocks`` blocks the tokens cover
+    (before any lookahead tokens), and whether some were assumed: a group that
+    publishes only some blocks (Mamba) publishes only their keys, so the others are
+    taken as the request's keys on every block (its LoRA name, or none); a salt or
+    an image there would make the recomputed chain differ."""
     published = event.extra_keys
     if published is None:
         raise _Unverifiable("extra_keys is null, so the keys that were hashed are unknown")
-    if len(published) != blocks:
-        if len(published) != len(event.block_hashes):
+    convert = _bare if profile.extra_key_style is ExtraKeyStyle.BARE else None
+
+    def hashed(keys: ExtraKey | None) -> Keys:
+        if keys is None:
+            return None
+        return convert(event, keys) if convert else _retag(event, keys, lora_paths)
+
+    if len(published) == blocks:
+        return [hashed(keys) for keys in published], False
+    if len(published) != len(event.block_hashes):
+        raise _Unverifiable(
+            f"{len(published)} extra-key entries for {len(event.block_hashes)} hashes"
+        )
+    every_block = None if event.lora_name is None else ExtraKey((event.lora_name,))
+    if any(keys != every_block for keys in published):
+        raise _Unverifiable(
+            f"this group publishes the extra keys of {len(published)} of the {blocks} blocks "
+            "its tokens cover, and a cache salt or an image on a block it left out is not "
+            "in the event"
+        )
+    return [hashed(every_block)] * blocks, True
+
+
+def event_lookahead(event: BlockStored) -> int:
+    """The server's L as the event shows it: the length of its ``lookahead_token_ids``
+    lists (vLLM hashes a block only once its next L tokens exist, so every list has
+    L tokens); 0 when they are null."""
+    lists = event.lookahead_token_ids
+    if not lists:
+        return 0
+    lengths = {len(tokens) for tokens in lists}
+    if len(lengths) > 1:
+        raise _Unverifiable(f"lookahead_token_ids lists of different lengths {sorted(lengths)}")
+    return lengths.pop()
+
+
+def _tokens_after(event: BlockStored, blocks: int) -> tuple[int, ...]:
+    """``token_ids`` and the tokens the event shows after them (the lookahead tokens
+    of its last block); checks that each block's lookahead list is the tokens after it
+    where ``token_ids`` has them."""
+    lists = event.lookahead_token_ids
+    tokens = event.token_ids
+    if not lists:
+        return tokens
+    if len(lists) != len(event.block_hashes):
+        raise _Unverifiable(
+            f"{len(lists)} lookahead_token_ids lists for {len(event.block_hashes)} hashes"
+        )
+    if len(lists) == blocks:
+        for index, after in enumerate(lists):
+            end = (index + 1) * event.block_size
+            shown = tokens[end : end + len(after)]
+            if tuple(after[: len(shown)]) != shown:
+                raise _Unverifiable(
+                    f"lookahead_token_ids[{index}] are not the tokens after block {index}"
+                )
+    return tokens + tuple(lists[-1])
+
+
+def with_lookahead(
+    keys: list[Keys], tokens: Sequence[int], hash_size: int, lookahead: int
+) -> list[Keys]:
+    """vLLM's keys of a lookahead hash: ``(E, t[e], ..., t[e+L-1])`` per block
+    (``get_request_block_hasher``), ``E`` the block's own keys (over [s, e + L))."""
+    if not lookahead:
+        return keys
+    result: list[Keys] = []
+    for index, own in enumerate(keys):
+        end = (index + 1) * hash_size
+        after = tuple(tokens[end : end + lookahead])
+        if len(after) < lookahead:
             raise _Unverifiable(
-                f"{len(published)} extra-key entries for {len(event.block_hashes)} hashes"
+                f"the {lookahead} tokens after block {index} are not in the event "
+                "(lookahead_token_ids is null or shorter)"
             )
-        if any(keys is not None for keys in published):
-            raise _Unverifiable(
-                "the extra keys of the blocks this group left out are not published"
-            )
-        return [None] * blocks
-    if profile.extra_key_style is ExtraKeyStyle.BARE:
-        return [None if keys is None else tuple(keys) for keys in published]
-    return [None if keys is None else _retag(event, keys, lora_paths) for keys in published]
+        result.append((own, *after))
+    return result
 
 
 def _is_subsequence(wanted: Sequence[int | bytes], found: Sequence[int | bytes]) -> bool:
@@ -197,6 +287,7 @@ def check_event(
     """Recompute ``event`` under ``settings``; ``known`` maps 64-bit ints to the full
     hashes recomputed so far under the same settings."""
     source, parents = parent_of(event, settings, known)
+    assumed = False
     try:
         if not event.block_hashes:
             raise _Unverifiable("the event has no block hashes")
@@ -209,7 +300,7 @@ def check_event(
                 f"{size}-token blocks cannot be hashed as {hash_size}-token blocks",
             )
         scale = size // hash_size
-        keys = hashed_keys(event, settings.profile, lora_paths, blocks)
+        keys, assumed = hashed_keys(event, settings.profile, lora_paths, blocks)
         if scale > 1:
             if any(k is not None for k in keys):
                 raise _Unverifiable(
@@ -217,6 +308,8 @@ def check_event(
                     f"{hash_size}-token hash blocks"
                 )
             keys = [None] * (blocks * scale)
+        event_lookahead(event)
+        keys = with_lookahead(keys, _tokens_after(event, blocks), hash_size, settings.lookahead)
         if not parents:
             if source is ParentSource.ROOT:
                 raise _Unverifiable("NONE_HASH is random (PYTHONHASHSEED unset)")
@@ -230,4 +323,13 @@ def check_event(
         published = [low_64_bits(d) for d in digests] if as_int else digests
         if _is_subsequence(event.block_hashes, published):
             return Outcome(AuditStatus.AGREES, source, digests=digests)
+    if assumed:
+        return Outcome(
+            AuditStatus.UNVERIFIABLE,
+            source,
+            f"this group publishes {len(event.block_hashes)} of the {blocks} blocks its tokens "
+            "cover, and the extra keys of only those: a cache salt or an image on a block "
+            "it left out enters the chain but is not in the event",
+            assumed_keys=True,
+        )
     return Outcome(AuditStatus.DISAGREES, source, "the recomputed hashes differ")
