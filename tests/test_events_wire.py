@@ -31,6 +31,7 @@ from kvpure.events import (
     EventMessage,
     EventProfile,
     ExtraKey,
+    KVEventArgumentTypeError,
     KVEventBatch,
     KVEventEncodeError,
     UnknownEventFieldError,
@@ -268,9 +269,10 @@ def test_frame_errors() -> None:
         decode_message([b"\xff", b"\0" * 8, b"\x92\x00\x90"])
     with pytest.raises(EventFrameError, match="outside"):
         encode_replay_request(-1)
-    message = EventMessage(topic="", seq=2**64 - 1, batch=KVEventBatch(ts=0.0, events=()))
-    with pytest.raises(EventFrameError, match="outside"):
-        encode_message(message, profile=VLLM_0_33_EVENTS)
+    with pytest.raises(EventFrameError, match="outside"):  # refused when the value is built
+        EventMessage(topic="", seq=2**64 - 1, batch=KVEventBatch(ts=0.0, events=()))
+    with pytest.raises(EventFrameError, match="outside"):  # the end marker with a payload
+        decode_message([b"t", b"\xff" * 8, b"\x92\x00\x90"])
     assert not is_replay_end([b"", b""])
 
 
@@ -306,16 +308,19 @@ def test_unencodable_values_are_typed_errors() -> None:
     event = BlockRemoved(block_hashes=(2**64,), medium="GPU")
     with pytest.raises(KVEventEncodeError):
         encode_event(event, profile=VLLM_0_33_EVENTS)
-    keys = BlockStored(
-        block_hashes=(1,),
-        parent_block_hash=None,
-        token_ids=(1,),
-        block_size=1,
-        lora_id=None,
-        medium=None,
-        lora_name=None,
-        extra_keys=(ExtraKey((object(),)),),
-    )
+    fields: dict[str, Any] = {
+        "block_hashes": (1,),
+        "parent_block_hash": None,
+        "token_ids": (1,),
+        "block_size": 1,
+        "lora_id": None,
+        "medium": None,
+        "lora_name": None,
+    }
+    with pytest.raises(KVEventArgumentTypeError, match=r"BlockStored\.extra_keys\[0\]"):
+        BlockStored(**fields, extra_keys=(ExtraKey((object(),)),))
+    # built past the checks (msgspec.structs.replace does not call the class)
+    keys = msgspec.structs.replace(BlockStored(**fields), extra_keys=(ExtraKey((object(),)),))
     with pytest.raises(KVEventEncodeError):
         encode_event(keys, profile=VLLM_0_33_EVENTS)
 

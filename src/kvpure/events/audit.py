@@ -161,6 +161,38 @@ class AuditOptions:
     """The form the router compares; None accepts whatever the events carry."""
     diagnose: bool = True
 
+    def __post_init__(self) -> None:
+        _check_type("AuditOptions.seed", self.seed, (str, type(None)), "a str or None")
+        for name in ("seed_unset", "diagnose"):
+            _check_type(f"AuditOptions.{name}", getattr(self, name), (bool,), "True or False")
+        _check_items("AuditOptions.candidate_seeds", self.candidate_seeds, str, "str")
+        _check_items("AuditOptions.candidate_block_sizes", self.candidate_block_sizes, int, "int")
+        for index, size in enumerate(self.candidate_block_sizes):
+            check_int(f"AuditOptions.candidate_block_sizes[{index}]", size, minimum=1)
+        _check_items("AuditOptions.lora_paths", self.lora_paths, tuple, "(name, path) pairs")
+        for index, pair in enumerate(self.lora_paths):
+            if len(pair) != 2 or not all(isinstance(part, str) for part in pair):
+                raise KVEventArgumentTypeError(
+                    argument=f"AuditOptions.lora_paths[{index}]",
+                    expected="a (name, path) pair of str",
+                    value=pair,
+                )
+        _check_type("AuditOptions.hash_form", self.hash_form, (HashForm, type(None)), "HashForm")
+
+
+def _check_type(name: str, value: object, kinds: tuple[type, ...], expected: str) -> None:
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise KVEventArgumentTypeError(argument=name, expected=expected, value=value)
+
+
+def _check_items(name: str, value: object, kind: type, expected: str) -> None:
+    if not isinstance(value, tuple):
+        raise KVEventArgumentTypeError(
+            argument=name, expected=f"a tuple of {expected}", value=value
+        )
+    for index, item in enumerate(value):
+        _check_type(f"{name}[{index}]", item, (kind,), expected)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterSettings:
@@ -177,8 +209,15 @@ class RouterSettings:
     num_hash_lookahead_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if self.seed is not None and not isinstance(self.seed, str):
-            raise InvalidFieldError(field="seed", value=self.seed, reason="must be a string")
+        _check_type("RouterSettings.algorithm", self.algorithm, (str,), "an algorithm name")
+        if self.algorithm not in HASH_ALGORITHM_NAMES:
+            raise InvalidFieldError(
+                field="algorithm",
+                value=self.algorithm,
+                reason=f"must be one of {', '.join(HASH_ALGORITHM_NAMES)}",
+            )
+        _check_type("RouterSettings.seed", self.seed, (str, type(None)), "a str or None")
+        _check_type("RouterSettings.profile", self.profile, (VllmHashProfile,), "VllmHashProfile")
         check_int("block_size", self.block_size, minimum=1)
         check_int("num_hash_lookahead_tokens", self.num_hash_lookahead_tokens, minimum=0)
 
@@ -446,6 +485,10 @@ def iter_audit(
     as ``options.seed``)."""
     auditor = _auditor(router, options)
     for batch_index, batch in enumerate(batches):
+        if not isinstance(batch, KVEventBatch):
+            raise KVEventArgumentTypeError(
+                argument=f"batches[{batch_index}]", expected="KVEventBatch", value=batch
+            )
         for event_index, event in enumerate(batch.events):
             if isinstance(event, BlockStored):
                 yield auditor.audit(event, batch_index, event_index)

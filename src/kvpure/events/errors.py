@@ -185,13 +185,19 @@ class UnknownEventProfileError(KVEventError):
 
 
 class KVEventArgumentTypeError(KVPureError, TypeError):
-    """A function of ``kvpure.events`` was given an argument of the wrong type."""
+    """A function or value of ``kvpure.events`` was given an argument of the wrong type
+    (or a bool for a number, or a value out of range); ``argument`` names it
+    (``BlockStored.block_size``, ``payload``)."""
 
-    def __init__(self, *, argument: str, expected: str, value: object) -> None:
-        got = type(value).__name__
-        if isinstance(value, bool | int | float):
-            got = f"{got} {value!r}"
-        super().__init__(f"{argument}: expected {expected}, got {got}")
+    def __init__(
+        self, *, argument: str, expected: str, value: object, reason: str | None = None
+    ) -> None:
+        if reason is None:
+            got = type(value).__name__
+            if isinstance(value, bool | int | float):
+                got = f"{got} {value!r}"
+            reason = f"expected {expected}, got {got}"
+        super().__init__(f"{argument}: {reason}")
         self.argument = argument
         self.expected = expected
         self.value = value

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvpure.events.errors import EventCaptureError, EventFrameError
+from kvpure.events.errors import EventCaptureError, EventFrameError, KVEventArgumentTypeError
 from kvpure.events.profiles import EventProfile
 from kvpure.events.types import KVEventBatch
 from kvpure.events.wire import Payload, decode_batch, encode_batch
@@ -49,6 +49,41 @@ class EventMessage:
     seq: int
     batch: KVEventBatch
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str):
+            raise KVEventArgumentTypeError(argument="topic", expected="str", value=self.topic)
+        _check_seq("seq", self.seq)
+        if not isinstance(self.batch, KVEventBatch):
+            raise KVEventArgumentTypeError(
+                argument="batch", expected="KVEventBatch", value=self.batch
+            )
+
+
+def _check_seq(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KVEventArgumentTypeError(argument=name, expected="int", value=value)
+    if not 0 <= value < REPLAY_END_SEQ:
+        raise EventFrameError(reason=f"{name} {value} is outside 0..2**64-2", field=name)
+    return value
+
+
+def _check_frames(frames: object) -> Sequence[Payload]:
+    if not isinstance(frames, list | tuple) or not all(
+        isinstance(frame, bytes | bytearray | memoryview) for frame in frames
+    ):
+        raise KVEventArgumentTypeError(
+            argument="frames", expected="a list or tuple of bytes frames", value=frames
+        )
+    return frames
+
+
+def _check_payload(name: str, value: object) -> Payload:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise KVEventArgumentTypeError(
+            argument=name, expected="bytes, bytearray or memoryview", value=value
+        )
+    return value
+
 
 def _seq(frame: Payload) -> int:
     if len(frame) != SEQ_NUM_BYTES:
@@ -66,24 +101,28 @@ def _topic(frame: Payload) -> str:
 
 
 def decode_message(
-    frames: Sequence[Payload], *, profile: EventProfile | None = None
+    frames: Sequence[Payload], *, profile: EventProfile | None = None, strict: bool = False
 ) -> EventMessage:
     """A PUB message ``[topic, seq, payload]`` or a replay answer (frames before those
-    three, the ROUTER's ``client_id`` and ``""``, are ignored)."""
+    three, the ROUTER's ``client_id`` and ``""``, are ignored). ``profile`` and
+    ``strict`` are :func:`~kvpure.events.wire.decode_batch`'s."""
+    frames = _check_frames(frames)
     if len(frames) < 3:
         raise EventFrameError(reason=f"{len(frames)} frames; vLLM sends [topic, seq, payload]")
     topic, seq, payload = frames[-3:]
     if is_replay_end(frames):
         raise EventFrameError(reason="this is the replay end marker, not a batch")
     return EventMessage(
-        topic=_topic(topic), seq=_seq(seq), batch=decode_batch(payload, profile=profile)
+        topic=_topic(topic),
+        seq=_seq(seq),
+        batch=decode_batch(payload, profile=profile, strict=strict),
     )
 
 
 def encode_message(message: EventMessage, *, profile: EventProfile) -> tuple[bytes, bytes, bytes]:
     """The three frames ``profile``'s publisher sends for ``message``."""
-    if not 0 <= message.seq < REPLAY_END_SEQ:
-        raise EventFrameError(reason=f"seq {message.seq} is outside 0..2**64-2")
+    if not isinstance(message, EventMessage):
+        raise KVEventArgumentTypeError(argument="message", expected="EventMessage", value=message)
     return (
         message.topic.encode("utf-8"),
         message.seq.to_bytes(SEQ_NUM_BYTES, "big"),
@@ -93,13 +132,13 @@ def encode_message(message: EventMessage, *, profile: EventProfile) -> tuple[byt
 
 def encode_replay_request(start_seq: int) -> tuple[bytes, bytes]:
     """What a DEALER sends to ask for every buffered batch from ``start_seq`` on."""
-    if not 0 <= start_seq < REPLAY_END_SEQ:
-        raise EventFrameError(reason=f"start seq {start_seq} is outside 0..2**64-2")
+    _check_seq("start_seq", start_seq)
     return b"", start_seq.to_bytes(SEQ_NUM_BYTES, "big")
 
 
 def is_replay_end(frames: Sequence[Payload]) -> bool:
     """Whether ``frames`` end with the replay end marker ``["", ff*8, ""]``."""
+    frames = _check_frames(frames)
     if len(frames) < 3:
         return False
     topic, seq, payload = frames[-3:]
@@ -108,6 +147,7 @@ def is_replay_end(frames: Sequence[Payload]) -> bool:
 
 def capture_record(payload: Payload) -> bytes:
     """One capture record: the 4-byte big-endian length, then the payload."""
+    _check_payload("payload", payload)
     if len(payload) > MAX_RECORD_BYTES:
         raise EventCaptureError(
             record_index=0, offset=0, reason=f"{len(payload)} bytes exceed {MAX_RECORD_BYTES}"
@@ -118,6 +158,7 @@ def capture_record(payload: Payload) -> bytes:
 def split_capture(data: bytes) -> tuple[bytes, ...]:
     """The payloads in ``data``: a capture's records, or ``data`` itself when it is
     one bare payload (it starts with a MessagePack array header)."""
+    data = bytes(_check_payload("data", data))
     if data and data[0] in _ARRAY_HEADERS:
         return (data,)
     payloads: list[bytes] = []

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 
 from pyrsistent import PMap, pmap
 
+from kvpure.events.errors import KVEventArgumentTypeError
 from kvpure.events.types import (
+    AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     KVEvent,
@@ -71,11 +73,15 @@ class LiveBlocks:
                 else:
                     evolver.remove(key)
             return LiveBlocks(evolver.persistent(), unmatched)
-        return LiveBlocks(_EMPTY, self.unmatched_removals)  # AllBlocksCleared
+        if isinstance(event, AllBlocksCleared):
+            return LiveBlocks(_EMPTY, self.unmatched_removals)
+        raise KVEventArgumentTypeError(argument="event", expected="a KV event", value=event)
 
     def apply_all(self, events: Iterable[KVEvent | KVEventBatch]) -> LiveBlocks:
         """The state after every event (a batch stands for its events, in order)."""
         state = self
+        if isinstance(events, KVEventBatch | BlockStored | BlockRemoved | AllBlocksCleared):
+            events = (events,)
         for item in events:
             for event in item.events if isinstance(item, KVEventBatch) else (item,):
                 state = state.apply(event)

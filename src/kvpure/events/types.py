@@ -31,7 +31,11 @@ Field notes, for a router reading them:
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+
+from kvpure.events.errors import KVEventArgumentTypeError
 
 MEDIUM_GPU = "GPU"
 """``medium`` of blocks in GPU memory (both versions)."""
@@ -60,8 +64,115 @@ class ExtraKey(tuple[object, ...]):
         return f"ExtraKey({tuple.__repr__(self)})"
 
 
+MAX_EXTRA_KEY_DEPTH = 16
+"""Nesting allowed inside one block's extra keys (vLLM's keys nest 2 deep)."""
+
+_KEY_SCALARS = (type(None), bool, int, float, str, bytes)
+
+
+def _freeze(value: object, depth: int) -> object:
+    kind = type(value)
+    if kind is list or kind is tuple:
+        if depth >= MAX_EXTRA_KEY_DEPTH:
+            raise ValueError(f"extra keys nest deeper than {MAX_EXTRA_KEY_DEPTH} levels")
+        items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]  # checked above
+        return tuple([_freeze(item, depth + 1) for item in items])
+    if kind in _KEY_SCALARS:
+        return value
+    what = "a map" if kind is dict else f"a value of type {kind.__name__}"
+    raise ValueError(
+        f"{what} is not an extra key (vLLM's keys are strings, bytes, numbers, arrays)"
+    )
+
+
+def extra_key_hook(kind: type, value: object) -> object:
+    """msgspec's hook for :class:`ExtraKey`: an array (a list when decoding, a list or
+    tuple when a value is built in Python) of hashable keys."""
+    if kind is ExtraKey:
+        if isinstance(value, list | tuple):
+            items: list[object] | tuple[object, ...] = value
+            return ExtraKey([_freeze(item, 1) for item in items])
+        raise ValueError(f"Expected `array | null`, got `{type(value).__name__}`")
+    raise TypeError(f"kvpure cannot decode {kind!r}")  # pragma: no cover - no other custom type
+
+
+class _CheckedStruct(msgspec.StructMeta):
+    """Checks every field when a value is built in Python, as decoding does.
+
+    msgspec checks types when it decodes, not when a struct is built by calling its
+    class; this metaclass builds it through ``msgspec.convert`` instead, so a wrong
+    type (a str block size, a bool as an int, a list where a tuple belongs is
+    converted) raises :class:`KVEventArgumentTypeError` naming the field. Decoding
+    does not call the class, so it costs decoding nothing.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _build(cls, args, kwargs)
+
+
+def _build(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    fields: tuple[str, ...] = cls.__struct_fields__
+    name = cls.__name__
+    if len(args) > len(fields):
+        raise KVEventArgumentTypeError(
+            argument=name, expected=f"at most {len(fields)} positional fields", value=args
+        )
+    data = dict(zip(fields, args, strict=False))
+    for key, value in kwargs.items():
+        if key in data:
+            raise KVEventArgumentTypeError(
+                argument=f"{name}.{key}", expected="one value (given twice)", value=value
+            )
+        data[key] = value
+    if cls.__struct_config__.array_like:
+        unknown = set(data) - set(fields)
+        if unknown:
+            raise KVEventArgumentTypeError(
+                argument=f"{name}.{sorted(unknown)[0]}", expected="a field of " + name, value=None
+            )
+        defaults = cls.__struct_defaults__
+        first_default = len(fields) - len(defaults)
+        missing = [f for f in fields[:first_default] if f not in data]
+        if missing:
+            raise KVEventArgumentTypeError(
+                argument=f"{name}.{missing[0]}", expected="a value (required)", value=None
+            )
+        source: object = [
+            data[f] if f in data else defaults[i - first_default] for i, f in enumerate(fields)
+        ]
+    else:
+        source = data
+    try:
+        return msgspec.convert(source, type=cls, dec_hook=extra_key_hook)
+    except msgspec.ValidationError as err:
+        raise _field_error(name, fields, str(err), data) from None
+
+
+def _field_error(
+    name: str, fields: tuple[str, ...], text: str, data: dict[str, Any]
+) -> KVEventArgumentTypeError:
+    reason, _, path = text.partition(" - at `$")
+    path = path.rstrip("`")
+    field = path.lstrip(".")
+    if path.startswith("["):  # an array-like struct: $[i]...
+        index, _, rest = path[1:].partition("]")
+        if index.isdigit() and int(index) < len(fields):
+            field = fields[int(index)] + rest
+    for marker in ("unknown field `", "missing required field `"):
+        if marker in reason:
+            field = reason.split(marker, 1)[1].rstrip("`")
+    top = field.split("[", 1)[0].split(".", 1)[0]
+    return KVEventArgumentTypeError(
+        argument=f"{name}.{field}" if field else name,
+        expected=reason,
+        value=data.get(top),
+        reason=f"{reason} (vLLM's {name} declares it so)",
+    )
+
+
 class KVCacheEvent(
     msgspec.Struct,
+    metaclass=_CheckedStruct,
     tag=True,
     omit_defaults=True,
     frozen=True,
@@ -124,6 +235,7 @@ EVENT_TYPES: tuple[type[KVCacheEvent], ...] = (BlockStored, BlockRemoved, AllBlo
 
 class KVEventBatch(
     msgspec.Struct,
+    metaclass=_CheckedStruct,
     array_like=True,
     omit_defaults=True,
     frozen=True,

@@ -42,41 +42,19 @@ from kvpure.events.errors import (
 from kvpure.events.profiles import EVENT_PROFILES, FIXMAP_MAX_KEYS, EventProfile
 from kvpure.events.scan import _Stop
 from kvpure.events.translate import from_broken_bytes, from_validation, is_unknown_field
-from kvpure.events.types import EVENT_TYPES, ExtraKey, KVCacheEvent, KVEvent, KVEventBatch
+from kvpure.events.types import (
+    EVENT_TYPES,
+    KVCacheEvent,
+    KVEvent,
+    KVEventBatch,
+    extra_key_hook,
+)
 from kvpure.events.unknown import UnknownField, strip_unknown_fields
 
 Payload = bytes | bytearray | memoryview
 """What a payload may be given as (a ZMQ frame's buffer will do)."""
 
-MAX_EXTRA_KEY_DEPTH = 16
-"""Nesting allowed inside one block's extra keys (vLLM's keys nest 2 deep)."""
-
-_KEY_SCALARS = (type(None), bool, int, float, str, bytes)
-
-
-def _freeze(value: object, depth: int) -> object:
-    kind = type(value)
-    if kind is list:
-        if depth >= MAX_EXTRA_KEY_DEPTH:
-            raise ValueError(f"extra keys nest deeper than {MAX_EXTRA_KEY_DEPTH} levels")
-        return tuple([_freeze(item, depth + 1) for item in value])  # type: ignore[attr-defined]
-    if kind in _KEY_SCALARS:
-        return value
-    what = "a map" if kind is dict else f"a {kind.__name__} value"
-    raise ValueError(
-        f"{what} is not an extra key (vLLM's keys are strings, bytes, numbers, arrays)"
-    )
-
-
-def _decode_hook(kind: type, value: object) -> object:
-    if kind is ExtraKey:
-        if type(value) is list:
-            return ExtraKey([_freeze(item, 1) for item in value])
-        raise ValueError(f"Expected `array | null`, got `{type(value).__name__}`")
-    raise TypeError(f"kvpure cannot decode {kind!r}")  # pragma: no cover - no other custom type
-
-
-_DECODER = msgspec.msgpack.Decoder(KVEventBatch, dec_hook=_decode_hook)
+_DECODER = msgspec.msgpack.Decoder(KVEventBatch, dec_hook=extra_key_hook)
 _ENCODER = msgspec.msgpack.Encoder()
 
 
