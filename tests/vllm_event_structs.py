@@ -11,9 +11,10 @@ absent (``KVPURE_VLLM_SOURCES`` points elsewhere).
 from __future__ import annotations
 
 import os
+import sys
 import typing
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import msgspec
 
@@ -30,13 +31,14 @@ def vllm_event_structs(profile_name: str) -> SimpleNamespace | None:
     text = path.read_text()
     start = text.index("class EventBatch(")
     end = text.index("class KVEventAggregator")
-    namespace: dict[str, object] = {
-        "__name__": f"vllm_kv_events_{RELEASES[profile_name].replace('.', '_')}",
-        "msgspec": msgspec,
-        "Any": typing.Any,
-        "ExternalBlockHash": bytes | int,
-    }
-    exec(compile(text[start:end], str(path), "exec"), namespace)  # vLLM's own source
+    name = f"vllm_kv_events_{RELEASES[profile_name].replace('.', '_')}"
+    module = sys.modules.get(name)
+    if module is None:  # a module of its own, so msgspec resolves the annotations
+        module = ModuleType(name)
+        module.__dict__.update(msgspec=msgspec, Any=typing.Any, ExternalBlockHash=bytes | int)
+        exec(compile(text[start:end], str(path), "exec"), module.__dict__)  # vLLM's own source
+        sys.modules[name] = module
+    namespace = module.__dict__
     return SimpleNamespace(
         **{
             name: namespace[name]

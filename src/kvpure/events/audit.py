@@ -220,6 +220,12 @@ class RouterSettings:
         _check_type("RouterSettings.profile", self.profile, (VllmHashProfile,), "VllmHashProfile")
         check_int("block_size", self.block_size, minimum=1)
         check_int("num_hash_lookahead_tokens", self.num_hash_lookahead_tokens, minimum=0)
+        if self.num_hash_lookahead_tokens and not has_lookahead_hashes(self.profile):
+            raise InvalidFieldError(
+                field="num_hash_lookahead_tokens",
+                value=self.num_hash_lookahead_tokens,
+                reason=f"{self.profile.name} has no lookahead hashes (vLLM 0.33 added them)",
+            )
 
     def scheme(self) -> HashScheme:
         """The router's :class:`HashScheme` (a random NONE_HASH when the seed is unset
@@ -272,9 +278,9 @@ class _Guess:
         return tuple(found)
 
 
-def _scheme(router: RouterSettings) -> HashScheme:
+def _scheme(router: RouterSettings, *, with_lookahead: bool = True) -> HashScheme:
     lookahead: dict[str, int] = {}
-    if router.num_hash_lookahead_tokens:  # HashScheme's L (kvpure.hashing, vLLM 0.33+)
+    if with_lookahead and router.num_hash_lookahead_tokens:  # HashScheme's L (vLLM 0.33+)
         lookahead["num_hash_lookahead_tokens"] = router.num_hash_lookahead_tokens
     return HashScheme.from_seed(
         algorithm=router.algorithm,
@@ -463,7 +469,10 @@ def _auditor(router: HashScheme | RouterSettings, options: AuditOptions | None) 
                 "AuditOptions.seed and seed_unset out",
             )
         seed = _Seed(_seed_label(router.seed), router.seed, True)
-        return _Auditor(router.scheme(), options, seed, router.num_hash_lookahead_tokens)
+        # the audit reads NONE_HASH, algorithm, block size and rules from the scheme, L from
+        # the settings (it hashes the events' own blocks, whatever the scheme's L)
+        scheme = _scheme(router, with_lookahead=False)
+        return _Auditor(scheme, options, seed, router.num_hash_lookahead_tokens)
     if not isinstance(router, HashScheme):
         raise KVEventArgumentTypeError(
             argument="router", expected="RouterSettings or HashScheme", value=router

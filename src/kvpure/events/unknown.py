@@ -45,12 +45,14 @@ class UnknownField:
         return f"event {self.event_index} ({self.event_type}) field {self.field!r}"
 
 
-def _map_header(count: int) -> bytes:
-    if count < 16:
-        return bytes((0x80 | count,))
-    if count < 1 << 16:
+def _map_header(count: int, original: int) -> bytes:
+    """A map header for ``count`` keys in the original header's width (vLLM writes a
+    0.33 BlockStored with a map16 header whatever its count; keep what was there)."""
+    if original == 0xDF:
+        return b"\xdf" + count.to_bytes(4, "big")
+    if original == 0xDE:
         return b"\xde" + count.to_bytes(2, "big")
-    return b"\xdf" + count.to_bytes(4, "big")
+    return bytes((0x80 | count,))
 
 
 def _event(
@@ -99,7 +101,7 @@ def _event(
     for key, _, _ in entries:
         if fields is not None and key is not None and key not in fields:
             found.append(UnknownField(index, event_type, key))
-    out.append(_map_header(len(kept)))
+    out.append(_map_header(len(kept), data[start]))
     out.extend(data[first:last] for _, first, last in kept)
 
 

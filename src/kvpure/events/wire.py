@@ -136,7 +136,7 @@ class DecodedBatch:
     leaves them out, in wire order."""
 
 
-def _decode_tolerant(data: bytes) -> tuple[KVEventBatch, tuple[UnknownField, ...]]:
+def _decode_tolerant(data: bytes) -> tuple[KVEventBatch, tuple[UnknownField, ...], bytes]:
     try:
         clean, unknown = strip_unknown_fields(data, _KNOWN_KEYS)
     except _Stop as err:
@@ -147,7 +147,7 @@ def _decode_tolerant(data: bytes) -> tuple[KVEventBatch, tuple[UnknownField, ...
         raise from_validation(err, clean) from None
     except (msgspec.DecodeError, RecursionError) as err:  # pragma: no cover - scanned above
         raise from_broken_bytes(err, data) from None
-    return batch, unknown
+    return batch, unknown, clean
 
 
 def _drop_fields_not_in(
@@ -193,6 +193,31 @@ def _require_flag(name: str, value: object) -> bool:
     return value
 
 
+def _decode(
+    payload: Payload, profile: EventProfile | None, strict: bool
+) -> tuple[KVEventBatch, tuple[UnknownField, ...], bytes | None]:
+    """The batch, what was skipped, and the bytes decoded when unknown keys were
+    stripped from them (None when the payload was read as is)."""
+    _require_payload(payload)
+    _require_flag("strict", strict)
+    if profile is not None:
+        profile = _require_profile(profile)
+    unknown: tuple[UnknownField, ...] = ()
+    clean: bytes | None = None
+    try:
+        batch: KVEventBatch = _DECODER.decode(payload)
+    except msgspec.ValidationError as err:
+        if strict or not is_unknown_field(err):
+            raise from_validation(err, bytes(payload)) from None
+        batch, unknown, clean = _decode_tolerant(bytes(payload))
+    except (msgspec.DecodeError, RecursionError) as err:
+        raise from_broken_bytes(err, bytes(payload)) from None
+    if profile is not None:
+        batch, dropped = _drop_fields_not_in(batch, profile, strict)
+        unknown += dropped
+    return batch, unknown, clean
+
+
 def decode_report(
     payload: Payload, *, profile: EventProfile | None = None, strict: bool = False
 ) -> DecodedBatch:
@@ -206,22 +231,7 @@ def decode_report(
     of another version). Anything else wrong raises a :class:`KVEventDecodeError`
     subclass naming the event index and field.
     """
-    _require_payload(payload)
-    _require_flag("strict", strict)
-    if profile is not None:
-        profile = _require_profile(profile)
-    unknown: tuple[UnknownField, ...] = ()
-    try:
-        batch: KVEventBatch = _DECODER.decode(payload)
-    except msgspec.ValidationError as err:
-        if strict or not is_unknown_field(err):
-            raise from_validation(err, bytes(payload)) from None
-        batch, unknown = _decode_tolerant(bytes(payload))
-    except (msgspec.DecodeError, RecursionError) as err:
-        raise from_broken_bytes(err, bytes(payload)) from None
-    if profile is not None:
-        batch, dropped = _drop_fields_not_in(batch, profile, strict)
-        unknown += dropped
+    batch, unknown, _ = _decode(payload, profile, strict)
     return DecodedBatch(batch, unknown)
 
 
@@ -302,8 +312,8 @@ class DetectedBatch:
     profiles: tuple[EventProfile, ...]
     """One profile when the bytes tell the version (a BlockStored's header, a newer
     field); every profile when they cannot (only BlockRemoved / AllBlocksCleared);
-    none when no vLLM writes these bytes (another encoder, keys in another order,
-    fields it does not declare)."""
+    none when no vLLM writes these bytes (another encoder, keys in another order).
+    Fields no event declares are left out before comparing."""
     unknown_fields: tuple[UnknownField, ...] = ()
     """What the payload carries that no kvpure event declares (left out)."""
 
@@ -317,10 +327,9 @@ def _writes(batch: KVEventBatch, profile: EventProfile, data: bytes) -> bool:
 
 def decode_and_detect(payload: Payload, *, strict: bool = False) -> DetectedBatch:
     """Decode ``payload`` and find which profiles' encoders reproduce it byte for byte
-    (none when it carries fields no event declares: they are named, or refused when
+    (apart from fields no event declares: they are left out and named, or refused when
     ``strict``)."""
-    decoded = decode_report(payload, strict=strict)
-    batch = decoded.batch
-    data = bytes(payload)
+    batch, unknown, clean = _decode(payload, None, strict)
+    data = bytes(payload) if clean is None else clean
     profiles = tuple(p for p in EVENT_PROFILES.values() if _writes(batch, p, data))
-    return DetectedBatch(batch=batch, profiles=profiles, unknown_fields=decoded.unknown_fields)
+    return DetectedBatch(batch=batch, profiles=profiles, unknown_fields=unknown)
