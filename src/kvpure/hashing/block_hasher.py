@@ -21,7 +21,8 @@ from typing import Protocol, cast, runtime_checkable
 from pyrsistent import PVector, pvector
 
 from kvpure.errors import InvalidFieldError
-from kvpure.hashing.algorithms import HashFunction, get_hash_fn_by_name
+from kvpure.hashing.algorithms import HashAlgorithm, HashFunction, get_hash_fn_by_name
+from kvpure.hashing.cbor_text import check_cbor_text
 from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
@@ -135,6 +136,8 @@ def extend_block_hashes(
     num_new_blocks = (len(all_token_ids) - lookahead - start) // block_size
     if num_new_blocks <= 0:
         return block_hashes
+    if _USES_CBOR[scheme.algorithm]:
+        check_cbor_text(request)
     end = start + num_new_blocks * block_size
     extra_keys: Sequence[ExtraKeys]
     if lookahead:
@@ -161,6 +164,8 @@ def extend_block_hashes(
         return block_hashes.append(cast("BlockHash", digests[0]))
     return block_hashes.extend(cast("list[BlockHash]", digests))
 
+
+_USES_CBOR = {algorithm: algorithm.uses_cbor for algorithm in HashAlgorithm}
 
 NO_BLOCK_HASHES: PVector[BlockHash] = pvector()
 """The block hashes of a request before any block is full."""

@@ -18,6 +18,7 @@ from kvpure.hashing.block_hasher import (
     TokenBlockChainHasher,
     extend_block_hashes,
 )
+from kvpure.hashing.cbor_text import check_cbor_text
 from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
 from kvpure.hashing.fast_prompt import fast_hash_token_blocks, one_block_hasher
 from kvpure.hashing.request import HashRequest
@@ -37,6 +38,8 @@ class _DecodePlan:
 
 
 def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None:
+    if scheme.algorithm.uses_cbor:
+        check_cbor_text(request)  # before the plan encodes the request's keys
     if scheme.num_hash_lookahead_tokens:
         return None  # each block's keys hold the tokens after it: extend_block_hashes
     steady_start = steady_extra_keys_start(request, scheme.block_size)
