@@ -207,7 +207,7 @@ def test_python_dash_m_kvpure_hash() -> None:
             "--vllm",
             "0.26",
             "--json",
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         check=False,
