@@ -29,6 +29,7 @@ __all__ = [
     "accelerated",
     "available",
     "compiled_hash_blocks",
+    "first_bad_token",
     "hash_prompt_blocks",
     "install_decode_append",
     "one_block_hasher",
@@ -81,6 +82,25 @@ def xxhash_route() -> str | None:
 def set_native_xxhash(enabled: bool) -> str | None:
     """Use libxxhash.so.0 where loaded (True) or the xxhash package (False); returns the route."""
     return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
+
+
+def first_bad_token(token_ids: Sequence[object], low: int, high: int | None) -> int:
+    """The index of the first item of ``token_ids`` that is not an int (a bool is not one)
+    or lies outside ``[low, high]`` (``high`` None: unbounded), else -1. In C where the
+    extension is built (a list or tuple; whether or not it is switched on, as it is a check,
+    not a hash), else in Python: the same answer."""
+    chain = _CHAIN
+    if chain is not None and (type(token_ids) is list or type(token_ids) is tuple):
+        return int(chain.first_bad_token(token_ids, low, high))
+    for index, token in enumerate(token_ids):
+        if (
+            not isinstance(token, int)
+            or type(token) is bool
+            or token < low
+            or (high is not None and token > high)
+        ):
+            return index
+    return -1
 
 
 CompiledHashBlocks = Callable[

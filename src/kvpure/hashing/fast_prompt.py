@@ -41,6 +41,7 @@ from kvpure.hashing.cbor_tails import (
     extra_keys_cbor,
     token_array,
 )
+from kvpure.hashing.errors import CborEncodeError
 from kvpure.hashing.fast_encoding import cbor_token_items
 
 __all__ = [
@@ -210,41 +211,44 @@ def fast_hash_token_blocks(
     :class:`~kvpure.hashing.algorithms.HashAlgorithm` (a member or its name). The result is
     byte-identical to hashing block by block.
     """
-    if _COMPILED is not None:  # the extension's hash_blocks (None when off or not handled)
-        accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
-        if accelerated is not None:  # the compiled chain handled it, byte for byte
-            return accelerated
-    num_blocks = len(extra_keys)
-    if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
-        block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
-        if algo_name == "sha256":
-            return [_SHA256(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5)).digest()]
-        if algo_name == "xxhash":
-            return [_XXH3_128(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5))]
-        sha = algo_name == "sha256_cbor"
-        if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
-            array = token_array(block)
-            if array is not None:
-                extra = extra_keys_cbor(extra_keys[0])
-                payload = b"".join((cbor_head_of_payload(parent), parent, array, extra))
-                if sha:
-                    return [_SHA256(payload).digest()]
-                return [_XXH3_128(payload)]
-    known = _USES_CBOR.get(algo_name)
-    num_tokens = num_blocks * block_size
-    if known is None or block_size < 1 or len(token_ids) < num_tokens:
-        _check_algo(algo_name)  # these raise the typed errors
-        _check_sizes(token_ids, block_size, num_blocks)
-    if not known:
-        return _pickle_chain(algo_name, parent, token_ids, block_size, extra_keys)
-    if num_tokens <= _FEW_TOKENS:  # decoding: no whole-prompt setup
-        return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extra_keys)
-    extras = tuple(extra_keys)  # holds every extra-keys object while caches key them by id
-    token_ids = _as_list(token_ids)
-    tails = cbor_tails(token_ids, block_size, extras)
-    if tails is None or type(parent) is not bytes:
-        return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extras)
-    return _cbor_chain(algo_name, parent, tails)
+    try:
+        if _COMPILED is not None:  # the extension's hash_blocks (None when off or not handled)
+            accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
+            if accelerated is not None:  # the compiled chain handled it, byte for byte
+                return accelerated
+        num_blocks = len(extra_keys)
+        if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
+            block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
+            if algo_name == "sha256":
+                return [_SHA256(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5)).digest()]
+            if algo_name == "xxhash":
+                return [_XXH3_128(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5))]
+            sha = algo_name == "sha256_cbor"
+            if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
+                array = token_array(block)
+                if array is not None:
+                    extra = extra_keys_cbor(extra_keys[0])
+                    payload = b"".join((cbor_head_of_payload(parent), parent, array, extra))
+                    if sha:
+                        return [_SHA256(payload).digest()]
+                    return [_XXH3_128(payload)]
+        known = _USES_CBOR.get(algo_name)
+        num_tokens = num_blocks * block_size
+        if known is None or block_size < 1 or len(token_ids) < num_tokens:
+            _check_algo(algo_name)  # these raise the typed errors
+            _check_sizes(token_ids, block_size, num_blocks)
+        if not known:
+            return _pickle_chain(algo_name, parent, token_ids, block_size, extra_keys)
+        if num_tokens <= _FEW_TOKENS:  # decoding: no whole-prompt setup
+            return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extra_keys)
+        extras = tuple(extra_keys)  # holds every extra-keys object while caches key them by id
+        token_ids = _as_list(token_ids)
+        tails = cbor_tails(token_ids, block_size, extras)
+        if tails is None or type(parent) is not bytes:
+            return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extras)
+        return _cbor_chain(algo_name, parent, tails)
+    except UnicodeEncodeError as err:  # cbor2 on a lone surrogate in the extra keys
+        raise CborEncodeError(type_name="str", reason=f"not valid UTF-8: {err}") from None
 
 
 def _cbor_chain(algo_name: str, parent: bytes, tails: list[bytes]) -> list[bytes]:

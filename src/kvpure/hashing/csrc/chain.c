@@ -245,6 +245,60 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* first_bad_token(token_ids, low, high) -> int: the index of the first item of a list or tuple
+ * that is not an int (a bool is not one) or lies outside [low, high] (`high` None: no upper
+ * bound), else -1. It runs whether or not the accelerator is switched on: it is a check, and
+ * kvpure's Python fallback (accelerator.first_bad_token) gives the same answer. Reading an
+ * int calls no Python code, so the items stay borrowed safely; the sequence is held. */
+static PyObject *
+first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !(PyList_CheckExact(args[0]) || PyTuple_CheckExact(args[0])) ||
+        !PyLong_CheckExact(args[1]) || !(args[2] == Py_None || PyLong_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "first_bad_token(list | tuple, int, int | None)");
+        return NULL;
+    }
+    long long low = PyLong_AsLongLong(args[1]);
+    int bounded = args[2] != Py_None;
+    long long high = bounded ? PyLong_AsLongLong(args[2]) : 0;
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *seq = Py_NewRef(args[0]);
+    Py_ssize_t bad = -1;
+#if PY_VERSION_HEX < 0x030C0000
+    /* CPython 3.11: an exact int of ob_size 0 or 1 is in [0, 2**30) */
+    int small_ok = low <= 0 && (!bounded || high >= (1LL << 30) - 1);
+#else
+    int small_ok = 0;
+#endif
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *item = PySequence_Fast_ITEMS(seq)[i];
+#if PY_VERSION_HEX < 0x030C0000
+        if (small_ok && PyLong_CheckExact(item) && (size_t)Py_SIZE(item) <= 1) {
+            continue;
+        }
+#endif
+        if (!PyLong_CheckExact(item) && (!PyLong_Check(item) || PyBool_Check(item))) {
+            bad = i;
+            break;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (overflow < 0 || (overflow == 0 && v < low) ||
+            (bounded && (overflow > 0 || (overflow == 0 && v > high)))) {
+            bad = i;
+            break;
+        }
+    }
+    Py_DECREF(seq);
+    return PyLong_FromSsize_t(bad);
+}
+
 /* set_enabled(enabled) -> bool: the switch every entry point reads. */
 static PyObject *
 set_enabled(PyObject *self, PyObject *flag)
@@ -266,6 +320,9 @@ static PyMethodDef chain_methods[] = {
     {"install_decode_append", (PyCFunction)(void (*)(void))install_decode_append, METH_FASTCALL,
      "install_decode_append(cls, python_append, default_chain_hasher) -> None"},
     {"set_enabled", set_enabled, METH_O, "set_enabled(enabled) -> bool"},
+    {"first_bad_token", (PyCFunction)(void (*)(void))first_bad_token, METH_FASTCALL,
+     "first_bad_token(token_ids, low, high) -> index of the first non-int or out-of-range "
+     "item, or -1"},
     {"init_xxhash", init_xxhash, METH_O, "init_xxhash(xxh3_128_digest) -> 'native' | 'python'"},
     {"set_native_xxhash", set_native_xxhash, METH_O,
      "set_native_xxhash(enabled) -> the XXH3 route now in use"},

@@ -232,8 +232,9 @@ append_items(PyObject *node, PyObject *hashed, Py_ssize_t count, Py_ssize_t bloc
     return new_state(chain);
 }
 
-/* Whether `token` is an exact int that is not negative; anything else (a negative id, a
- * subclass, an error) goes to the Python body, which refuses it naming the field. */
+/* Whether `token` is an exact int in [0, 2**31 - 1]; anything else (a negative id, one past
+ * int32, a subclass, an error) goes to the Python body, which refuses it naming the field or,
+ * where the profile allows it (an id past int32 under 0.26/0.33), hashes it. */
 static int
 plain_token(PyObject *token)
 {
@@ -246,7 +247,7 @@ plain_token(PyObject *token)
         PyErr_Clear();
         return 0;
     }
-    return overflow > 0 || (overflow == 0 && value >= 0);
+    return overflow == 0 && value >= 0 && value <= INT32_MAX;
 }
 
 static int
@@ -260,7 +261,13 @@ plain_tokens(PyObject *const *items, Py_ssize_t n)
     return 1;
 }
 
-/* RequestBlockHashes.append_output_token_ids(token_ids, *, chain_hasher=...) */
+/* RequestBlockHashes.append_output_token_ids(token_ids, *, chain_hasher=...)
+ *
+ * Every object read is owned while tuples are built (an allocation may run the garbage
+ * collector, and a finalizer may run any Python code): the state's chain is held, and a
+ * list's or tuple's items are copied, each with a new reference, into an array of this call
+ * before anything is allocated, so a finalizer that mutates the caller's list or replaces the
+ * state frees nothing this call reads. */
 static PyObject *
 decode_append(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -294,24 +301,44 @@ decode_append(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
     PyObject *tokens = args[0];
     int handled = 0;
     PyObject *result = NULL;
+    Py_INCREF(node); /* held: the state (and `hashed`, its item) outlive any finalizer */
     if (PyLong_CheckExact(tokens)) {
         if (!plain_token(tokens)) {
+            Py_DECREF(node);
             return delegate(self, args, nargs, kwnames);
         }
         if (count + 1 < block_size) { /* no new full block: the common step */
-            return new_state(chain_node(hashed, count + 1, tokens, Py_NewRef(node)));
+            result = new_state(chain_node(hashed, count + 1, tokens, Py_NewRef(node)));
+            Py_DECREF(node);
+            return result;
         }
         result = append_items(node, hashed, count, block_size, &tokens, 1, &handled);
     }
     else if (PyList_CheckExact(tokens) || PyTuple_CheckExact(tokens)) {
-        if (!plain_tokens(PySequence_Fast_ITEMS(tokens), PySequence_Fast_GET_SIZE(tokens))) {
-            return delegate(self, args, nargs, kwnames);
+        /* the items, owned: copied with a reference each before any allocation that could
+         * run Python code (PyMem_Malloc never runs the garbage collector) */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
+        PyObject *small[STACK_ITEMS];
+        PyObject **items = n <= STACK_ITEMS ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+        if (items == NULL) {
+            Py_DECREF(node);
+            return PyErr_NoMemory();
         }
-        Py_INCREF(tokens); /* its items are read while the list lives */
-        result = append_items(node, hashed, count, block_size, PySequence_Fast_ITEMS(tokens),
-                              PySequence_Fast_GET_SIZE(tokens), &handled);
-        Py_DECREF(tokens);
+        PyObject **source = PySequence_Fast_ITEMS(tokens);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            items[i] = Py_NewRef(source[i]);
+        }
+        if (plain_tokens(items, n)) {
+            result = append_items(node, hashed, count, block_size, items, n, &handled);
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_DECREF(items[i]);
+        }
+        if (items != small) {
+            PyMem_Free(items);
+        }
     }
+    Py_DECREF(node);
     return handled ? result : delegate(self, args, nargs, kwnames);
 }
 
