@@ -211,7 +211,9 @@ def test_a_wrong_profile_is_named_on_the_kv_events(router: str, server: str) -> 
 
 def test_the_hash_form_is_named() -> None:
     batches = KV_EVENTS["vllm-0.26"]["int_block_hashes"]
-    scheme = HashScheme.from_seed(algorithm="sha256_cbor", block_size=4, seed="0")
+    scheme = HashScheme.from_seed(
+        algorithm="sha256_cbor", block_size=4, seed="0", profile=VLLM_0_26
+    )  # pinned: the default is 0.34 now
     options = AuditOptions(lora_paths=SQL, hash_form=HashForm.BYTES)
     report = audit_batches(batches, scheme, options)
     assert report.count(AuditStatus.DISAGREES) == 12
@@ -271,8 +273,8 @@ def test_the_seed_is_found_among_the_candidates() -> None:
 def test_an_unset_seed_leaves_roots_unverifiable() -> None:
     data = REPLAY_DATA["eviction_lru"]
     scheme = HashScheme.from_seed(
-        algorithm="sha256_cbor", block_size=4, seed=None, random_none_hash=True
-    )
+        algorithm="sha256_cbor", block_size=4, seed=None, random_none_hash=True, profile=VLLM_0_26
+    )  # pinned: the default is 0.34 now
     report = audit_batches(data["batches"], scheme, AuditOptions(seed_unset=True))
     first = report.events[0]
     assert (first.status, first.reason) == (

@@ -27,7 +27,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvpure.errors import InvalidFieldError
 from kvpure.events.audit_check import (
@@ -292,6 +292,22 @@ def _scheme(router: RouterSettings, *, with_lookahead: bool = True) -> HashSchem
     )
 
 
+def _hash_rules(profile: VllmHashProfile) -> VllmHashProfile:
+    """What of a profile changes hash values: 0.34 = 0.33 + int32 token ids, a range
+    check (a server's events never carry other ids), so both hash alike."""
+    return replace(profile, name="", vllm_version="", int32_token_ids=False)
+
+
+def _distinct_rules(yours: VllmHashProfile) -> tuple[VllmHashProfile, ...]:
+    """The router's profile, then each other profile whose hashes can differ from those
+    listed before it (so the diagnosis names 0.33 or 0.34, not both)."""
+    found = [yours]
+    for profile in HASH_PROFILES.values():
+        if all(_hash_rules(profile) != _hash_rules(known) for known in found):
+            found.append(profile)
+    return tuple(found)
+
+
 def _divisors(number: int) -> list[int]:
     """The divisors of ``number``, largest first (none for ``number < 1``)."""
     small = [n for n in range(1, math.isqrt(max(number, 0)) + 1) if number % n == 0]
@@ -352,6 +368,7 @@ class _Auditor:
             if seed.label not in {s.label for s in seeds}:
                 seeds.append(seed)
         self.seeds = tuple(seeds)
+        self.profiles = _distinct_rules(scheme.profile)
 
     def _check(self, event: BlockStored, guess: _Guess, settings: Settings) -> Outcome:
         known = self.known.setdefault(guess, {})
@@ -382,7 +399,7 @@ class _Auditor:
         guesses = [
             _Guess(seed, algorithm, size, profile, lookahead)
             for seed, algorithm, size, profile, lookahead in itertools.product(
-                seeds, HASH_ALGORITHM_NAMES, sizes, HASH_PROFILES.values(), lookaheads
+                seeds, HASH_ALGORITHM_NAMES, sizes, self.profiles, lookaheads
             )
             if not lookahead or has_lookahead_hashes(profile)
         ]

@@ -104,9 +104,8 @@ class _Unverifiable(ValueError):
 
 
 def has_lookahead_hashes(profile: VllmHashProfile) -> bool:
-    """Whether the release has lookahead hashes (0.33+; 0.26 hashes untagged keys and
-    has none: the tagged-keys rule came with the same releases)."""
-    return profile.extra_key_style is not ExtraKeyStyle.BARE
+    """Whether the release has lookahead hashes (0.33+)."""
+    return profile.lookahead_hashes
 
 
 def low_64_bits(digest: bytes) -> int:
