@@ -85,13 +85,19 @@ def _freeze(value: object, depth: int) -> object:
     )
 
 
+_SCALAR_TYPES = frozenset(_KEY_SCALARS)
+
+
 def extra_key_hook(kind: type, value: object) -> object:
     """msgspec's hook for :class:`ExtraKey`: an array (a list when decoding, a list or
     tuple when a value is built in Python) of hashable keys."""
     if kind is ExtraKey:
         if isinstance(value, list | tuple):
             items: list[object] | tuple[object, ...] = value
-            return ExtraKey([_freeze(item, 1) for item in items])
+            for item in items:  # the common case, flat keys, in one pass
+                if type(item) not in _SCALAR_TYPES:
+                    return ExtraKey([_freeze(item, 1) for item in items])
+            return ExtraKey(items)
         raise ValueError(f"Expected `array | null`, got `{type(value).__name__}`")
     raise TypeError(f"kvpure cannot decode {kind!r}")  # pragma: no cover - no other custom type
 
