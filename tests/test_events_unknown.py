@@ -268,3 +268,30 @@ def test_decoded_mutations_re_encode_to_what_decodes_the_same() -> None:
             continue
         again: Any = decode_batch(encode_batch(batch, profile=VLLM_0_33_EVENTS))
         assert again == batch
+
+
+def test_a_large_decode_pauses_the_collector_and_restores_it() -> None:
+    import gc
+
+    from kvpure.events.wire import GC_PAUSE_BYTES
+
+    events = [{"type": "BlockRemoved", "block_hashes": list(range(16)), "medium": "GPU"}] * 2000
+    payload = msgspec.msgpack.encode([1.0, events, 0])
+    assert len(payload) >= GC_PAUSE_BYTES
+    seen: list[bool] = []
+    gc.callbacks.append(lambda phase, info: seen.append(phase == "start"))
+    try:
+        assert gc.isenabled()
+        decode_batch(payload)
+        assert gc.isenabled()  # on again
+        assert not seen  # no collection ran inside the decode
+        gc.disable()
+        decode_batch(payload)
+        assert not gc.isenabled()  # a caller's choice is kept
+        gc.enable()
+        with pytest.raises(KVEventDecodeError):
+            decode_batch(payload[:-1])
+        assert gc.isenabled()  # also after an error
+    finally:
+        gc.callbacks.pop()
+        gc.enable()
