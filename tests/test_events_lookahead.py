@@ -282,3 +282,43 @@ def test_mamba_blocks_without_keys_agree_and_a_wrong_setting_is_named() -> None:
     lora = HashRequest(prompt_token_ids=TOKENS, lora_name="sql")
     keyed = _mamba_event(lora, keep=[3], keys=(ExtraKey(("sql",)),))
     assert _audit(keyed).status is AuditStatus.AGREES  # the LoRA name sits on every block
+
+
+def _attention_event(request: HashRequest, keys: tuple[ExtraKey | None, ...]) -> BlockStored:
+    digests = hash_prompt(SCHEME, request)
+    return BlockStored(
+        block_hashes=tuple(maybe_convert_block_hash(d) for d in digests),
+        parent_block_hash=None,
+        token_ids=request.prompt_token_ids_for_hashing[: len(digests) * 4],
+        block_size=4,
+        lora_id=None,
+        medium="GPU",
+        lora_name=request.lora_name,
+        extra_keys=keys,
+        group_idx=0,
+        kv_cache_spec_kind="full_attention",
+    )
+
+
+def test_a_hybrid_models_attention_group_tells_the_keys_mamba_left_out() -> None:
+    # vLLM publishes one event per group and step; the attention group publishes every
+    # block's keys (the salt on block 0), so the Mamba event of the same step agrees,
+    # whichever group comes first in the batch
+    salted = HashRequest(prompt_token_ids=TOKENS, cache_salt="tenant-1")
+    keys = (ExtraKey(("tenant-1",)), None, None, None)
+    attention = _attention_event(salted, keys)
+    mamba = _mamba_event(salted, keep=[1, 3], keys=(None, None))
+    for events in ((mamba, attention), (attention, mamba)):
+        report = audit_batches([KVEventBatch(ts=0.0, events=events)], ROUTER)
+        assert [a.status for a in report.events] == [AuditStatus.AGREES] * 2
+        assert [a.event_index for a in report.events] == [0, 1]  # stream order kept
+    alone = audit_batches([KVEventBatch(ts=0.0, events=(mamba,))], ROUTER)
+    assert alone.events[0].status is AuditStatus.UNVERIFIABLE
+    # a wrong seed is still named on both
+    wrong = audit_batches(
+        [KVEventBatch(ts=0.0, events=(mamba, attention))],
+        struct_replace_router(ROUTER, seed="7"),
+        AuditOptions(candidate_seeds=("0",)),
+    )
+    assert wrong.likely_explanation() == (SettingChange("seed", "7", "0"),)
+    assert wrong.count(AuditStatus.AGREES) == 0

@@ -30,12 +30,14 @@ from dataclasses import dataclass, replace
 from kvpure.errors import InvalidFieldError
 from kvpure.events.audit_check import (
     AuditStatus,
+    Keys,
     Outcome,
     ParentSource,
     Settings,
     check_event,
     event_lookahead,
     has_lookahead_hashes,
+    is_masked,
     low_64_bits,
 )
 from kvpure.events.audit_types import (
@@ -193,6 +195,7 @@ class _Auditor:
         self.options = options
         self.lora_paths: Mapping[str, str] = dict(options.lora_paths)
         self.known: dict[_Guess, dict[int, tuple[bytes, ...]]] = {}
+        self.learned: dict[_Guess, dict[tuple[bytes, tuple[int, ...]], Keys]] = {}
         self.origin: dict[int | bytes, AuditStatus] = {}
         seeds = [self.yours.seed]
         for value in (*options.candidate_seeds, None):
@@ -204,13 +207,35 @@ class _Auditor:
 
     def _check(self, event: BlockStored, guess: _Guess, settings: Settings) -> Outcome:
         known = self.known.setdefault(guess, {})
-        outcome = check_event(event, settings, known, self.lora_paths)
-        if outcome.status is AuditStatus.AGREES and isinstance(event.block_hashes[0], int):
+        learned = self.learned.setdefault(guess, {})
+        outcome = check_event(event, settings, known, self.lora_paths, learned)
+        if outcome.status is not AuditStatus.AGREES:
+            return outcome
+        if isinstance(event.block_hashes[0], int):
             for digest in outcome.digests:
                 key = low_64_bits(digest)
                 if digest not in known.get(key, ()):
                     known[key] = (*known.get(key, ()), digest)
+        if outcome.keys and outcome.parent_digest is not None:
+            self._learn(event, outcome, outcome.parent_digest, learned, settings.block_size)
         return outcome
+
+    @staticmethod
+    def _learn(
+        event: BlockStored,
+        outcome: Outcome,
+        parent: bytes,
+        learned: dict[tuple[bytes, tuple[int, ...]], Keys],
+        size: int,
+    ) -> None:
+        """Keep the keys this event published that a block without keys would not have
+        (a salt, an image, a LoRA name), for groups that leave those blocks out."""
+        for index, (digest, keys) in enumerate(zip(outcome.digests, outcome.keys, strict=True)):
+            own = keys[0] if isinstance(keys, tuple) and event.lookahead_token_ids else keys
+            if own is not None:
+                block = tuple(event.token_ids[index * size : (index + 1) * size])
+                learned[(parent, block)] = keys
+            parent = digest
 
     def _guesses(self, event: BlockStored) -> Iterator[_Guess]:
         # the seed reaches a block through its chain's root: a published parent cuts it off
@@ -304,6 +329,10 @@ class _Auditor:
         )
 
 
+def _masked(event: object) -> bool:
+    return isinstance(event, BlockStored) and is_masked(event)
+
+
 def _auditor(router: HashScheme | RouterSettings, options: AuditOptions | None) -> _Auditor:
     if options is None:
         options = AuditOptions()
@@ -347,11 +376,16 @@ def iter_audit(
             raise KVEventArgumentTypeError(
                 argument=f"batches[{batch_index}]", expected="KVEventBatch", value=batch
             )
-        for event_index, event in enumerate(batch.events):
+        # groups that leave blocks out (Mamba) come last: the other groups' events of the
+        # same step publish the keys of those blocks
+        order = sorted(range(len(batch.events)), key=lambda i: _masked(batch.events[i]))
+        verdicts: dict[int, EventAudit] = {}
+        for event_index in order:
+            event = batch.events[event_index]
             if isinstance(event, BlockStored):
-                yield auditor.audit(event, batch_index, event_index)
-            else:
-                yield None
+                verdicts[event_index] = auditor.audit(event, batch_index, event_index)
+        for event_index in range(len(batch.events)):
+            yield verdicts.get(event_index)
 
 
 def audit_batches(

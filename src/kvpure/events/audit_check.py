@@ -97,6 +97,42 @@ class Outcome:
     assumed_keys: bool = False
     """Unverifiable only because the keys of blocks the group left out are unknown:
     another setting that reproduces the event proves the router's setting wrong."""
+    parent_digest: bytes | None = None
+    """The parent the agreeing chain started from."""
+    keys: tuple[Keys, ...] = ()
+    """The keys hashed per block, when the event published them all (agreeing events
+    with one hash block per block): what a group that leaves blocks out can reuse."""
+
+
+Learned = Mapping[tuple[bytes, tuple[int, ...]], Keys]
+"""Keys hashed for a block, by (its parent's digest, its tokens), from events that
+published them and agreed: another group's events of the same request."""
+
+
+def is_masked(event: BlockStored) -> bool:
+    """Whether the event's group left blocks out (its tokens cover more blocks than it
+    publishes hashes for)."""
+    size = event.block_size
+    return size > 0 and len(event.token_ids) // size > len(event.block_hashes)
+
+
+def _chain_with_learned(
+    algorithm: str,
+    parent: bytes,
+    tokens: Sequence[int],
+    size: int,
+    keys: Sequence[Keys],
+    learned: Learned,
+) -> list[bytes]:
+    """The chain, block by block, each block's keys taken from ``learned`` where another
+    group published them for the same parent and tokens."""
+    digests: list[bytes] = []
+    for index, fill in enumerate(keys):
+        block = tuple(tokens[index * size : (index + 1) * size])
+        own = learned.get((parent, block), fill)
+        parent = fast_hash_token_blocks(algorithm, parent, block, size, [own])[0]
+        digests.append(parent)
+    return digests
 
 
 class _Unverifiable(ValueError):
@@ -282,9 +318,11 @@ def check_event(
     settings: Settings,
     known: Mapping[int, tuple[bytes, ...]],
     lora_paths: Mapping[str, str],
+    learned: Learned | None = None,
 ) -> Outcome:
     """Recompute ``event`` under ``settings``; ``known`` maps 64-bit ints to the full
-    hashes recomputed so far under the same settings."""
+    hashes recomputed so far under the same settings, ``learned`` the keys of blocks
+    other events published (for the blocks this event's group leaves out)."""
     source, parents = parent_of(event, settings, known)
     assumed = False
     try:
@@ -317,18 +355,32 @@ def check_event(
         return Outcome(AuditStatus.UNVERIFIABLE, source, str(why))
     as_int = isinstance(event.block_hashes[0], int)
     for parent in parents:
-        fine = fast_hash_token_blocks(settings.algorithm, parent, event.token_ids, hash_size, keys)
+        if assumed and learned:
+            fine = _chain_with_learned(
+                settings.algorithm, parent, event.token_ids, hash_size, keys, learned
+            )
+        else:
+            fine = fast_hash_token_blocks(
+                settings.algorithm, parent, event.token_ids, hash_size, keys
+            )
         digests = tuple(fine[scale - 1 :: scale])
         published = [low_64_bits(d) for d in digests] if as_int else digests
         if _is_subsequence(event.block_hashes, published):
-            return Outcome(AuditStatus.AGREES, source, digests=digests)
+            whole = scale == 1 and not assumed
+            return Outcome(
+                AuditStatus.AGREES,
+                source,
+                digests=digests,
+                parent_digest=parent,
+                keys=tuple(keys) if whole else (),
+            )
     if assumed:
         return Outcome(
             AuditStatus.UNVERIFIABLE,
             source,
             f"this group publishes {len(event.block_hashes)} of the {blocks} blocks its tokens "
             "cover, and the extra keys of only those: a cache salt or an image on a block "
-            "it left out enters the chain but is not in the event",
+            "it left out enters the chain but is in no event seen",
             assumed_keys=True,
         )
     return Outcome(AuditStatus.DISAGREES, source, "the recomputed hashes differ")
