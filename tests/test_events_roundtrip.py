@@ -186,7 +186,7 @@ def _batches(newer: bool) -> st.SearchStrategy[KVEventBatch]:
     )
     return st.builds(
         KVEventBatch,
-        ts=st.floats(allow_nan=False),
+        ts=st.floats(allow_nan=False, allow_infinity=False),
         events=st.lists(event, max_size=5).map(tuple),
         data_parallel_rank=_INT,
     )
@@ -244,7 +244,7 @@ def _lookahead_stored(draw: st.DrawFn) -> BlockStored:
 
 _LOOKAHEAD_BATCHES = st.builds(
     KVEventBatch,
-    ts=st.floats(allow_nan=False),
+    ts=st.floats(allow_nan=False, allow_infinity=False),
     events=st.lists(_lookahead_stored() | _removed(newer=True), min_size=1, max_size=4).map(tuple),
     data_parallel_rank=_INT,
 )

@@ -371,6 +371,10 @@ def iter_audit(
     rest), or a :class:`HashScheme` (its seed then found among the candidates, or given
     as ``options.seed``)."""
     auditor = _auditor(router, options)
+    if not isinstance(batches, Iterable):
+        raise KVEventArgumentTypeError(
+            argument="batches", expected="an iterable of KVEventBatch", value=batches
+        )
     for batch_index, batch in enumerate(batches):
         if not isinstance(batch, KVEventBatch):
             raise KVEventArgumentTypeError(

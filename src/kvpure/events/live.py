@@ -43,6 +43,20 @@ LiveKey = tuple[str | None, int | None, int | bytes]
 _EMPTY: PMap[LiveKey, int] = pmap()
 
 
+def _key(block_hash: object, group_idx: object, medium: object) -> LiveKey:
+    if isinstance(block_hash, bool) or not isinstance(block_hash, int | bytes):
+        raise KVEventArgumentTypeError(
+            argument="block_hash", expected="an int or the digest bytes", value=block_hash
+        )
+    if group_idx is not None and (isinstance(group_idx, bool) or not isinstance(group_idx, int)):
+        raise KVEventArgumentTypeError(
+            argument="group_idx", expected="int or None", value=group_idx
+        )
+    if medium is not None and not isinstance(medium, str):
+        raise KVEventArgumentTypeError(argument="medium", expected="str or None", value=medium)
+    return (medium, group_idx, block_hash)
+
+
 @dataclass(frozen=True, slots=True)
 class LiveBlocks:
     """Live block copies per ``(medium, group_idx, hash)``, from a stream of events."""
@@ -82,6 +96,10 @@ class LiveBlocks:
         state = self
         if isinstance(events, KVEventBatch | BlockStored | BlockRemoved | AllBlocksCleared):
             events = (events,)
+        if not isinstance(events, Iterable):
+            raise KVEventArgumentTypeError(
+                argument="events", expected="an iterable of events or batches", value=events
+            )
         for item in events:
             for event in item.events if isinstance(item, KVEventBatch) else (item,):
                 state = state.apply(event)
@@ -91,13 +109,13 @@ class LiveBlocks:
         self, block_hash: int | bytes, *, group_idx: int | None, medium: str | None = "GPU"
     ) -> int:
         """How many live blocks hold ``block_hash`` in that group and medium."""
-        return self.copies.get((medium, group_idx, block_hash), 0)
+        return self.copies.get(_key(block_hash, group_idx, medium), 0)
 
     def is_cached(
         self, block_hash: int | bytes, *, group_idx: int | None, medium: str | None = "GPU"
     ) -> bool:
         """Whether some live block holds ``block_hash`` in that group and medium."""
-        return (medium, group_idx, block_hash) in self.copies
+        return _key(block_hash, group_idx, medium) in self.copies
 
     @property
     def num_cached_hashes(self) -> int:

@@ -37,6 +37,32 @@ class EventProfile:
     """Per event ``type``: its fields in declaration (wire) order."""
     hash_profile: VllmHashProfile
 
+    def __post_init__(self) -> None:
+        for name in ("name", "vllm_version"):
+            if not isinstance(getattr(self, name), str):
+                raise KVEventArgumentTypeError(
+                    argument=f"EventProfile.{name}", expected="str", value=getattr(self, name)
+                )
+        if not isinstance(self.hash_profile, VllmHashProfile):
+            raise KVEventArgumentTypeError(
+                argument="EventProfile.hash_profile",
+                expected="VllmHashProfile",
+                value=self.hash_profile,
+            )
+        if not isinstance(self.event_fields, tuple) or not all(
+            isinstance(entry, tuple)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], tuple)
+            and all(isinstance(field, str) for field in entry[1])
+            for entry in self.event_fields
+        ):
+            raise KVEventArgumentTypeError(
+                argument="EventProfile.event_fields",
+                expected="a tuple of (event type, tuple of field names) pairs",
+                value=self.event_fields,
+            )
+
     def fields_of(self, event_type: str) -> tuple[str, ...]:
         """The fields of ``event_type`` in this version, in wire order."""
         for name, fields in self.event_fields:

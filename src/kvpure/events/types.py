@@ -31,6 +31,7 @@ Field notes, for a router reading them:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import msgspec
@@ -149,9 +150,18 @@ def _build(cls: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     else:
         source = data
     try:
-        return msgspec.convert(source, type=cls, dec_hook=extra_key_hook)
+        value = msgspec.convert(source, type=cls, dec_hook=extra_key_hook)
     except msgspec.ValidationError as err:
         raise _field_error(name, fields, str(err), data) from None
+    ts = getattr(value, "ts", 0.0)
+    if not math.isfinite(ts):
+        raise KVEventArgumentTypeError(
+            argument=f"{name}.ts",
+            expected="a finite time in seconds",
+            value=ts,
+            reason=f"expected a finite time in seconds, got {ts!r}",
+        )
+    return value
 
 
 def _field_error(

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kvpure.events.errors import KVEventArgumentTypeError
 from kvpure.events.scan import _Reader
 
 BATCH_LENGTH = 3
@@ -37,6 +38,17 @@ class UnknownField:
     """The event's ``type`` tag (None for the batch)."""
     field: str
     """The key as written (for the batch: ``[3]``, ``[4]``, ...)."""
+
+    def __post_init__(self) -> None:
+        index = self.event_index
+        if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
+            raise KVEventArgumentTypeError(argument="event_index", expected="int", value=index)
+        if self.event_type is not None and not isinstance(self.event_type, str):
+            raise KVEventArgumentTypeError(
+                argument="event_type", expected="str or None", value=self.event_type
+            )
+        if not isinstance(self.field, str):
+            raise KVEventArgumentTypeError(argument="field", expected="str", value=self.field)
 
     def describe(self) -> str:
         """``event 2 (BlockStored) field colour`` / ``batch element [3]``."""
