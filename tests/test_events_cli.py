@@ -293,3 +293,62 @@ def test_listen_stops_and_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> N
     assert err.startswith("kvpure: error: nowhere: ")
     assert err.count("\n") == 1
     assert _run(capsys, [*quiet, "--count", "0"])[0] == 2
+
+
+def test_listen_validates_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["events", "listen", "tcp://127.0.0.1:9"]
+    for option, value in (
+        ("--timeout", "inf"),
+        ("--timeout", "nan"),
+        ("--timeout", "-1"),
+        ("--timeout", "1e300"),
+        ("--timeout", "soon"),
+        ("--count", "0"),
+        ("--count", "1.5"),
+        ("--max-frame-bytes", "0"),
+        ("--max-frame-bytes", str(2**40)),
+    ):
+        code, out, err = _run(capsys, [*base, option, value])
+        assert (code, out) == (2, ""), (option, value)
+        assert err.startswith(f"kvpure: error: events listen: argument {option}: "), err
+        assert err.count("\n") == 1
+
+
+def _publish_once(zmq: Any, frames: list[bytes]) -> tuple[Any, threading.Thread, int]:
+    publisher = zmq.Context.instance().socket(zmq.XPUB)
+    port = publisher.bind_to_random_port("tcp://127.0.0.1")
+
+    def publish() -> None:
+        publisher.recv()  # the subscription arrived
+        publisher.send_multipart(frames)
+
+    thread = threading.Thread(target=publish)
+    thread.start()
+    return publisher, thread, port
+
+
+def test_listen_caps_frames(capsys: pytest.CaptureFixture[str]) -> None:
+    zmq = pytest.importorskip("zmq")
+    payload = bytes.fromhex(
+        GOLDENS["vllm-0.33"]["cases"]["int_block_hashes"]["batches"][0]["frames_hex"][2]
+    )
+    for frames, cap, message in (
+        ([b"", b"\0" * 8, payload], "64", "over --max-frame-bytes 64"),
+        ([b"x"] * 6 + [b"", b"\0" * 8, payload], None, "more than 5 frames"),
+    ):
+        publisher, thread, port = _publish_once(zmq, frames)
+        wait = "3" if cap else "20"  # ZMQ may drop the oversized frame: nothing then arrives
+        argv = ["events", "listen", f"tcp://127.0.0.1:{port}", "--count", "1", "--timeout", wait]
+        try:
+            code, out, err = _run(capsys, argv + (["--max-frame-bytes", cap] if cap else []))
+        finally:
+            thread.join(timeout=20)
+            publisher.close(linger=0)
+        if cap:  # ZMQ drops a frame over MAXMSGSIZE before allocating it, or kvpure refuses it
+            assert out == ""
+            assert code in (0, 2)
+            assert code == 0 or message in err
+        else:
+            assert (code, out) == (2, "")
+            assert message in err
+            assert err.count("\n") == 1

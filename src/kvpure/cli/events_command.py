@@ -276,10 +276,16 @@ def describe_event(event: object) -> str:
         parent = "-" if event.parent_block_hash is None else _hash_text(event.parent_block_hash)
         keys = "" if not any(event.extra_keys or ()) else f" extra_keys {event.extra_keys}"
         lora = "" if event.lora_name is None else f" lora {event.lora_name!r} (id {event.lora_id})"
+        after = event.lookahead_token_ids
+        lookahead = (
+            ""
+            if not after
+            else f" lookahead {len(after[0])} tokens {[list(tokens) for tokens in after]}"
+        )
         return (
             f"BlockStored group {event.group_idx} {event.kv_cache_spec_kind or ''} "
             f"{len(event.block_hashes)} blocks of {event.block_size} tokens, parent {parent}, "
-            f"hashes {' '.join(_hash_text(h) for h in event.block_hashes)}{lora}{keys}"
+            f"hashes {' '.join(_hash_text(h) for h in event.block_hashes)}{lora}{keys}{lookahead}"
         )
     name = type(event).__name__
     hashes = getattr(event, "block_hashes", ())
