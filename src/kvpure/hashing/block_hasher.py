@@ -26,11 +26,12 @@ from kvpure.hashing.cbor_text import check_cbor_text
 from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
-    lookahead_extra_keys_for_blocks,
+    lookahead_base_keys,
     steady_extra_keys,
     steady_extra_keys_start,
+    with_lookahead_tokens,
 )
-from kvpure.hashing.fast_prompt import fast_hash_token_blocks
+from kvpure.hashing.fast_prompt import fast_hash_lookahead_blocks, fast_hash_token_blocks
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
 from kvpure.hashing.token_checks import check_token_ids
@@ -128,7 +129,12 @@ def extend_block_hashes(
     block_size = scheme.block_size
     lookahead = scheme.num_hash_lookahead_tokens
     start = len(block_hashes) * block_size
-    if scheme.profile.int32_token_ids and len(all_token_ids) > start:
+    if (
+        scheme.profile.int32_token_ids
+        and len(all_token_ids) > start
+        # a request's own prompt was scanned when the request was built
+        and not (all_token_ids is request.prompt_token_ids and request.prompt_fits_int32)
+    ):
         unhashed = all_token_ids[start:]
         if type(unhashed) is not tuple and type(unhashed) is not list:
             unhashed = list(unhashed)
@@ -139,13 +145,24 @@ def extend_block_hashes(
     if _USES_CBOR[scheme.algorithm]:
         check_cbor_text(request)
     end = start + num_new_blocks * block_size
+    parent: bytes = block_hashes[-1] if block_hashes else scheme.none_hash
     extra_keys: Sequence[ExtraKeys]
     if lookahead:
         window = all_token_ids[start : end + lookahead]
-        extra_keys = lookahead_extra_keys_for_blocks(
-            scheme.profile, request, block_size, start, num_new_blocks, lookahead, window
+        if type(window) is not tuple and type(window) is not list:
+            window = tuple(window)  # a PVector's slice: the hashers index it
+        bases = lookahead_base_keys(
+            scheme.profile, request, block_size, start, num_new_blocks, lookahead
         )
-        new_token_ids = window[: end - start]
+        if chain_hasher is fast_hash_token_blocks:  # the keys' tuples built only if needed
+            digests = fast_hash_lookahead_blocks(
+                scheme.algorithm, parent, window, block_size, bases, lookahead
+            )
+        else:
+            extra_keys = with_lookahead_tokens(bases, window, block_size, lookahead)
+            digests = chain_hasher(
+                scheme.algorithm, parent, window[: end - start], block_size, extra_keys
+            )
     else:
         steady_start = steady_extra_keys_start(request, block_size)
         if steady_start is not None and start >= steady_start:  # decoding: no scan needed
@@ -155,10 +172,9 @@ def extend_block_hashes(
                 scheme.profile, request, block_size, start, num_new_blocks
             )
         new_token_ids = all_token_ids[start:end]
-    parent: bytes = block_hashes[-1] if block_hashes else scheme.none_hash
-    if type(new_token_ids) is not tuple and type(new_token_ids) is not list:
-        new_token_ids = tuple(new_token_ids)  # a PVector's slice: the hashers index it
-    digests = chain_hasher(scheme.algorithm, parent, new_token_ids, block_size, extra_keys)
+        if type(new_token_ids) is not tuple and type(new_token_ids) is not list:
+            new_token_ids = tuple(new_token_ids)  # a PVector's slice: the hashers index it
+        digests = chain_hasher(scheme.algorithm, parent, new_token_ids, block_size, extra_keys)
     # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
     if len(digests) == 1:  # decoding: appending is cheaper than extending
         return block_hashes.append(cast("BlockHash", digests[0]))

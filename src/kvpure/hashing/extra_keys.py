@@ -275,12 +275,28 @@ def lookahead_extra_keys_for_blocks(
     ``get_request_block_hasher``, ``generate_lookahead_block_hash_extra_keys``).
 
     Block ``[s, e)`` gets ``(E, t[e], ..., t[e+L-1])``: ``E`` its keys over ``[s, e + L)``
-    (None where there are none; the embeddings digest over those rows too), the tokens those
-    after it. After each block the multimodal index is rewound to the first item that ends
-    after ``e``, so an item inside the lookahead window is met again by the next block.
-    ``window`` holds the tokens ``[start_token_idx, start_token_idx + num_blocks * block_size
-    + L)``.
+    (:func:`lookahead_base_keys`), the tokens those after it. ``window`` holds the tokens
+    ``[start_token_idx, start_token_idx + num_blocks * block_size + L)``.
     """
+    bases = lookahead_base_keys(
+        profile, request, block_size, start_token_idx, num_blocks, lookahead
+    )
+    return with_lookahead_tokens(bases, window, block_size, lookahead)
+
+
+def lookahead_base_keys(
+    profile: VllmHashProfile,
+    request: HashRequest,
+    block_size: int,
+    start_token_idx: int,
+    num_blocks: int,
+    lookahead: int,
+) -> list[ExtraKeys]:
+    """Each block's ``E`` under lookahead L: its extra keys over ``[s, e + L)`` (None where
+    there are none; the embeddings digest over those rows too). After each block the
+    multimodal index is rewound to the first item that ends after ``e``, so an item inside
+    the lookahead window is met again by the next block. Blocks starting at or past the last
+    multimodal item (without embeddings) share one value, built once."""
     features = request.mm_features
     if request.prompt_embeds is not None:
         num_scanned = num_blocks
@@ -308,7 +324,15 @@ def lookahead_extra_keys_for_blocks(
             start_token_idx + num_scanned * block_size,
             num_blocks - num_scanned,
         )
-    last = num_blocks * block_size  # the end of the last block, relative to the window
+    return bases
+
+
+def with_lookahead_tokens(
+    bases: Sequence[ExtraKeys], window: Sequence[int], block_size: int, lookahead: int
+) -> list[ExtraKeys]:
+    """``(E_i, t[e_i], ..., t[e_i + L - 1])`` for each block ``i`` of ``window`` (its blocks'
+    tokens then L more): vLLM's ``(extra_keys, *all_token_ids[e:e + L])``."""
+    last = len(bases) * block_size  # the end of the last block, relative to the window
     if lookahead == 1:
         return list(zip(bases, window[block_size : last + 1 : block_size], strict=True))
     columns = [window[block_size + j : last + j + 1 : block_size] for j in range(lookahead)]

@@ -34,22 +34,24 @@ class _DecodePlan:
     steady_start: int
     """Blocks starting here or later all have the same extra keys."""
     hash_block: Callable[[bytes, Sequence[int]], BlockHash]
-    """Hashes one such block given its parent."""
+    """Hashes one such block given its parent (and, with lookahead L, the L tokens after it:
+    ``hash_block(parent, block + next_L)``)."""
+    lookahead: int = 0
+    """The scheme's ``num_hash_lookahead_tokens`` (the C append reads it here)."""
 
 
 def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None:
     if scheme.algorithm.uses_cbor:
         check_cbor_text(request)  # before the plan encodes the request's keys
-    if scheme.num_hash_lookahead_tokens:
-        return None  # each block's keys hold the tokens after it: extend_block_hashes
     steady_start = steady_extra_keys_start(request, scheme.block_size)
     if steady_start is None:
         return None
     keys = steady_extra_keys(scheme.profile, request)
-    hasher = one_block_hasher(scheme.algorithm, scheme.block_size, keys)
+    lookahead = scheme.num_hash_lookahead_tokens
+    hasher = one_block_hasher(scheme.algorithm, scheme.block_size, keys, lookahead)
     # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
     as_block_hash = cast("Callable[[bytes, Sequence[int]], BlockHash]", hasher)
-    return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash)
+    return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash, lookahead=lookahead)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,16 +287,17 @@ def _hash_pending(
         if plan is not None and num_hashed >= plan.steady_start and (chain_hasher is _FAST):
             hash_block = plan.hash_block
             parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
-            if num_full == block_size:  # the decoding step: one block, no loop
+            lookahead = plan.lookahead
+            if num_full == block_size and not lookahead:  # the decoding step: one block
                 block = tuple(pending) if len(pending) == block_size else tuple(pending[:num_full])
                 hashes = hashes.append(hash_block(parent, block))
                 chunks = (chunks, block)
             else:
                 for block_start in range(0, num_full, block_size):
-                    block = tuple(pending[block_start : block_start + block_size])
-                    parent = hash_block(parent, block)
+                    window = tuple(pending[block_start : block_start + block_size + lookahead])
+                    parent = hash_block(parent, window)
                     hashes = hashes.append(parent)
-                    chunks = (chunks, block)
+                    chunks = (chunks, window[:block_size] if lookahead else window)
         else:
             hashes = extend_block_hashes(
                 context.scheme,
