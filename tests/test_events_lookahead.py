@@ -47,6 +47,7 @@ from kvpure.hashing import (
     hash_prompt,
     maybe_convert_block_hash,
 )
+from kvpure.interop.kv_events import event_from_json
 from tests.conftest import DATA_DIR
 
 LOOKAHEAD = json.loads((DATA_DIR / "vllm-0.34.0" / "hashes_lookahead.json").read_text())
@@ -322,3 +323,37 @@ def test_a_hybrid_models_attention_group_tells_the_keys_mamba_left_out() -> None
     )
     assert wrong.likely_explanation() == (SettingChange("seed", "7", "0"),)
     assert wrong.count(AuditStatus.AGREES) == 0
+
+
+# --- vLLM 0.34's own events (cache_replay goldens): clean under the server's settings ------
+
+REPLAYS_034 = sorted((DATA_DIR / "vllm-0.34.0" / "cache_replay").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", REPLAYS_034, ids=[p.stem for p in REPLAYS_034])
+def test_034_replays_audit_clean(path: Path) -> None:
+    golden = json.loads(path.read_text())
+    config, settings = golden["kv_cache_config"], golden["trace"]["replay"]
+    batches = [
+        KVEventBatch(ts=0.0, events=tuple(event_from_json(e) for e in record["events"]))
+        for record in golden["records"]
+        if record["events"]
+    ]
+    lora_paths = tuple(
+        (op["lora_name"], op.get("lora_path", f"/adapters/{op['lora_name']}"))
+        for op in golden["trace"]["ops"]
+        if op.get("lora_name")
+    )
+    router = RouterSettings(
+        algorithm=config["hash_fn"],
+        block_size=config["hash_block_size"],
+        seed=settings["pythonhashseed"],
+        profile=VLLM_0_34,
+        num_hash_lookahead_tokens=config["num_hash_lookahead_tokens"],
+    )
+    report = audit_batches(batches, router, AuditOptions(lora_paths=lora_paths))
+    assert report.events
+    assert report.all_agree, [a for a in report.events if a.status is not AuditStatus.AGREES]
+    wrong = audit_batches(batches, replace(router, seed="7"), AuditOptions(lora_paths=lora_paths))
+    assert not wrong.all_agree
+    assert wrong.likely_explanation() == (SettingChange("seed", "7", settings["pythonhashseed"]),)
