@@ -14,9 +14,9 @@ absent, the copy below, declared as vLLM declares them (lists, ``Any`` extra
 keys, ``lookahead_token_ids: list[list[int]]``). The line says which ran.
 
 kvpure: ``kvpure.events.decode_batch``: straight into frozen structs (tuples,
-extra keys as hashable ``ExtraKey`` tuples), no intermediate list: msgspec
-(>= 0.23) builds a variable-length tuple in place, and kvpure's strict fast
-path refuses nothing a vLLM server writes, so nothing is decoded twice. Also
+extra keys as hashable ``ExtraKey`` tuples) in one msgspec call; with msgspec
+>= 0.23 a tuple decodes as fast as a list, and kvpure's strict fast path
+refuses nothing a vLLM server writes, so nothing is decoded twice. Also
 shown, without a baseline: re-encoding per version and ``decode_and_detect``.
 
 Each line prints kvpure's time, the baseline's and kvpure/baseline (<= 1.0:
