@@ -36,6 +36,12 @@ from kvpure.interop.spec_json import (
 )
 from kvpure.planning.planner import KVCachePlan, WorkerPlanFacts, get_kv_cache_configs
 from kvpure.settings import PlannerSettings
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version, resolve_vllm_version
+
+#: The layout vLLM 0.33+ resolves for FlashAttention-style backends declaring none
+#: (``vllm/v1/attention/backends/utils.py resolve_kv_cache_layout``); the only one
+#: kvpure plans.
+KV_CACHE_LAYOUT = "LBNHC"
 from kvpure.specs import KVCacheSpec
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 from kvpure.specs.layer_map import LayerMap
@@ -110,12 +116,15 @@ _SETTINGS_FIELDS: tuple[tuple[str, str, str], ...] = (
 _SECTIONS = ("cache_config", "parallel_config", "scheduler_config", "model_config")
 
 
-def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> PlannerSettings:
+def parse_planner_settings(
+    vllm_config: object, path: str = "vllm_config", *, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> PlannerSettings:
     """Planner settings from a golden's ``input.vllm_config`` object.
 
     Fields the file leaves out take PlannerSettings' defaults, except the
     required ones (block_size, max_num_batched_tokens, max_model_len).
     """
+    version = normalize_vllm_version(vllm_version)
     cfg = _obj(path, vllm_config)
     sections = {
         name: _obj(f"{path}.{name}", _get(cfg, path, name, "obj", required=True))
@@ -147,6 +156,12 @@ def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> Pl
     kwargs["use_v2_model_runner"] = _get(
         cfg, path, "use_v2_model_runner", "bool", required=False, default=False
     )
+    kwargs["vllm_version"] = version
+    if version != "0.26":
+        _check_newer_config(cfg, sections, path)
+        lookahead = _get(cfg, path, "num_prefill_lookahead_tokens", "int?", required=False)
+        if lookahead is not None:
+            kwargs["num_prefill_lookahead_tokens"] = lookahead
     try:
         settings = PlannerSettings(**kwargs)
     except InvalidFieldError as err:
@@ -156,6 +171,26 @@ def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> Pl
             field=f"{where}.{err.field}", value=err.value, reason=err.reason
         ) from None
     return _check_derived(settings, cfg, path)
+
+
+def _check_newer_config(
+    cfg: Mapping[str, Any], sections: Mapping[str, Mapping[str, Any]], path: str
+) -> None:
+    """vLLM 0.33+ settings kvpure plans only at the values the contract fixes."""
+    fixed: tuple[tuple[str, str, tuple[object, ...]], ...] = (
+        ("cache_config", "mamba_cache_mode", ("none", "align")),
+        ("cache_config", "kv_cache_layout", (None, "LBNHC")),
+        ("cache_config", "enable_extensible_kv_cache", (None, False)),
+        ("model_config", "supports_kv_cache_grouping", (None, False)),
+    )
+    for section, key, allowed in fixed:
+        value = sections[section].get(key)
+        if value not in allowed:
+            raise InvalidFieldError(
+                field=f"{path}.{section}.{key}",
+                value=value,
+                reason=f"kvpure plans vLLM 0.33+ with {' or '.join(map(repr, allowed))} here",
+            )
 
 
 def _check_derived(settings: PlannerSettings, cfg: Mapping[str, Any], path: str) -> PlannerSettings:
@@ -188,10 +223,24 @@ def _settings_fields(settings: PlannerSettings) -> dict[str, Any]:
     return {name: getattr(settings, name) for name in PlannerSettings.__dataclass_fields__}
 
 
-def parse_planning_input(case_input: object, path: str = "input") -> PlanningInput:
-    """A golden's ``input`` object as kvpure values."""
+def case_vllm_version(case: object, vllm_version: str | None = None) -> str:
+    """The release a planning case is for: ``vllm_version`` > the case's own
+    ``"vllm_version"`` (beside ``"input"``, or beside ``"vllm_config"`` in an input given
+    alone; never ``meta``) > the default."""
+    if vllm_version is not None:
+        return normalize_vllm_version(vllm_version, field="vllm_version")
+    file_value = case.get("vllm_version") if isinstance(case, Mapping) else None
+    return resolve_vllm_version(None, file_value)
+
+
+def parse_planning_input(
+    case_input: object, path: str = "input", *, vllm_version: str | None = None
+) -> PlanningInput:
+    """A golden's ``input`` object as kvpure values, for ``vllm_version`` (None: the
+    object's own ``"vllm_version"`` key, else the default release)."""
+    version = case_vllm_version(case_input, vllm_version)
     obj = _obj(path, case_input)
-    settings = parse_planner_settings(obj.get("vllm_config"), "vllm_config")
+    settings = parse_planner_settings(obj.get("vllm_config"), "vllm_config", vllm_version=version)
     memory = obj.get("available_memory")
     if not isinstance(memory, list):
         raise InvalidFieldError(field="available_memory", value=memory, reason="must be a list")
@@ -209,11 +258,24 @@ def parse_planning_input(case_input: object, path: str = "input") -> PlanningInp
             value=memory,
             reason=f"must give one figure per worker ({len(workers)} in kv_cache_specs)",
         )
-    specs = tuple(parse_layer_specs(w, f"kv_cache_specs[{i}]") for i, w in enumerate(workers))
+    specs = tuple(
+        parse_layer_specs(w, f"kv_cache_specs[{i}]", vllm_version=version)
+        for i, w in enumerate(workers)
+    )
     return PlanningInput(settings=settings, kv_cache_specs=specs, available_memory=tuple(memory))
 
 
-def render_tensor(tensor: KVCacheTensor) -> JSONObject:
+def render_tensor(tensor: KVCacheTensor, vllm_version: str = "0.26") -> JSONObject:
+    """A tensor in the release's ``KVCacheTensor`` shape (0.33+: one backing allocation)."""
+    if vllm_version != "0.26":
+        return {
+            "size": tensor.size,
+            "layers": list(tensor.shared_by),
+            "layer_stride": tensor.layer_stride,
+            "block_stride": tensor.block_stride,
+            "offset": tensor.offset,
+            "host_resident": tensor.host_resident,
+        }
     return {
         "size": tensor.size,
         "shared_by": list(tensor.shared_by),
@@ -222,24 +284,42 @@ def render_tensor(tensor: KVCacheTensor) -> JSONObject:
     }
 
 
-def render_group(group: KVCacheGroupSpec) -> JSONObject:
-    return {
+def render_group(group: KVCacheGroupSpec, vllm_version: str = "0.26") -> JSONObject:
+    out: JSONObject = {
         "layer_names": list(group.layer_names),
-        "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec),
+        "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec, vllm_version=vllm_version),
         "is_eagle_group": group.is_eagle_group,
     }
+    if vllm_version != "0.26":
+        # kvpure plans what the contract fixes: no host pool, no KV-transfer opt-out,
+        # the default role.
+        out.update(host_resident=False, enable_kv_transfer=True, role="DEFAULT")
+    return out
 
 
-def render_kv_cache_config(config: KVCacheConfig) -> JSONObject:
-    """A KVCacheConfig in the goldens' ``output[i]`` shape."""
-    return {
+def render_kv_cache_config(
+    config: KVCacheConfig, plan: KVCachePlan | None = None, vllm_version: str = "0.26"
+) -> JSONObject:
+    """A KVCacheConfig in the goldens' ``output[i]`` shape of ``vllm_version``."""
+    out: JSONObject = {
         "num_blocks": config.num_blocks,
-        "kv_cache_tensors": [render_tensor(t) for t in config.kv_cache_tensors],
-        "kv_cache_groups": [render_group(g) for g in config.kv_cache_groups],
+        "kv_cache_tensors": [render_tensor(t, vllm_version) for t in config.kv_cache_tensors],
+        "kv_cache_groups": [render_group(g, vllm_version) for g in config.kv_cache_groups],
     }
+    if vllm_version != "0.26" and plan is not None and plan.scheduler is not None:
+        out.update(
+            kv_cache_layout=KV_CACHE_LAYOUT,
+            hash_block_size=plan.scheduler.hash_block_size,
+            cache_hit_alignment_tokens=plan.scheduler.cache_hit_alignment_tokens,
+            kv_tp_replicas=config.kv_tp_replicas,
+            needs_kv_cache_zeroing=plan.needs_kv_cache_zeroing,
+        )
+    return out
 
 
-def render_worker_facts(facts: WorkerPlanFacts, has_groups: bool) -> JSONObject:
+def render_worker_facts(
+    facts: WorkerPlanFacts, has_groups: bool, vllm_version: str = "0.26"
+) -> JSONObject:
     """One entry of the goldens' ``derived.per_worker``."""
     out: JSONObject = {}
     if has_groups:
@@ -247,21 +327,44 @@ def render_worker_facts(facts: WorkerPlanFacts, has_groups: bool) -> JSONObject:
         out["max_concurrency"] = facts.max_concurrency
         out["group_max_memory_usage_bytes"] = list(facts.group_max_memory_usage_bytes)
         out["max_memory_usage_bytes_from_groups"] = facts.max_memory_usage_bytes_from_groups
-    out["resolve_kv_cache_block_sizes"] = [facts.scheduler_block_size, facts.hash_block_size]
+        if vllm_version != "0.26":
+            out["pool_bytes_per_block"] = facts.pool_bytes_per_block
+    if vllm_version == "0.26":
+        out["resolve_kv_cache_block_sizes"] = [facts.scheduler_block_size, facts.hash_block_size]
     return out
 
 
 def render_plan(plan: KVCachePlan) -> JSONObject:
-    """``{"output", "final_max_model_len", "derived"}`` as in the goldens."""
+    """``{"output", "final_max_model_len", "derived"}`` as in the goldens of the plan's
+    release (``plan.settings.vllm_version``; 0.33+ adds ``"vllm_version"`` first)."""
+    version = plan.settings.vllm_version
+    configs = [render_kv_cache_config(c, plan, version) for c in plan.kv_cache_configs]
+    per_worker = [
+        render_worker_facts(f, bool(c.kv_cache_groups), version)
+        for f, c in zip(plan.workers, plan.kv_cache_configs, strict=True)
+    ]
+    scheduler = render_kv_cache_config(plan.scheduler_kv_cache_config, plan, version)
+    facts = plan.scheduler
+    if version == "0.26" or facts is None:
+        return {
+            "output": configs,
+            "final_max_model_len": plan.final_max_model_len,
+            "derived": {"scheduler_kv_cache_config": scheduler, "per_worker": per_worker},
+        }
     return {
-        "output": [render_kv_cache_config(c) for c in plan.kv_cache_configs],
+        "vllm_version": version,
         "final_max_model_len": plan.final_max_model_len,
+        "output": configs,
         "derived": {
-            "scheduler_kv_cache_config": render_kv_cache_config(plan.scheduler_kv_cache_config),
-            "per_worker": [
-                render_worker_facts(f, bool(c.kv_cache_groups))
-                for f, c in zip(plan.workers, plan.kv_cache_configs, strict=True)
-            ],
+            "kv_cache_layout": KV_CACHE_LAYOUT,
+            "scheduler_kv_cache_config": scheduler,
+            "scheduler_block_size": facts.scheduler_block_size,
+            "hash_block_size": facts.hash_block_size,
+            "cache_hit_alignment_tokens": facts.cache_hit_alignment_tokens,
+            "cache_config_block_size": facts.cache_config_block_size,
+            "kv_cache_size_tokens": facts.kv_cache_size_tokens,
+            "kv_cache_max_concurrency": facts.kv_cache_max_concurrency,
+            "per_worker": per_worker,
         },
     }
 
@@ -293,12 +396,18 @@ def plan_input(parsed: PlanningInput) -> KVCachePlan:
     return get_kv_cache_configs(parsed.settings, parsed.kv_cache_specs, parsed.available_memory)
 
 
-def plan_case(case_input: object) -> JSONObject:
-    """Plan a golden's ``input``; the result or ``{"error": ...}`` in the goldens' shapes.
+def plan_case(case: object, *, vllm_version: str | None = None) -> JSONObject:
+    """Plan a golden case (or its ``input``); the result or ``{"error": ...}`` in the
+    goldens' shapes of ``vllm_version`` (None: the case's ``"vllm_version"``, else the
+    default release).
 
     Malformed input raises InvalidFieldError (it is not a planning outcome).
     """
-    parsed = parse_planning_input(case_input)
+    version = case_vllm_version(case, vllm_version)
+    case_input = case
+    if isinstance(case, Mapping) and "input" in case and "vllm_config" not in case:
+        case_input = case["input"]
+    parsed = parse_planning_input(case_input, vllm_version=version)
     try:
         plan = plan_input(parsed)
     except KVPureError as err:
@@ -307,7 +416,9 @@ def plan_case(case_input: object) -> JSONObject:
 
 
 __all__ = [
+    "KV_CACHE_LAYOUT",
     "PlanningInput",
+    "case_vllm_version",
     "derived_page_sizes",
     "parse_kv_cache_spec",
     "parse_layer_specs",

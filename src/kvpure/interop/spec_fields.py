@@ -134,6 +134,15 @@ SPEC_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 
+#: Fields a release's classes lack but its reader accepts at their default (0.33 reads
+#: 0.34-shaped specs): field -> the default it must have.
+IGNORED_AT_DEFAULT: dict[str, dict[str, object]] = {
+    "0.26": {},
+    "0.33": {"kv_head_major_slots": False, "state_alignment": 1},
+    "0.34": {},
+}
+
+
 def spec_fields(vllm_version: str, type_name: str) -> tuple[str, ...] | None:
     """The JSON fields of ``type_name`` in ``vllm_version`` (None: no such class there)."""
     return SPEC_FIELDS[vllm_version].get(type_name)
@@ -150,6 +159,7 @@ __all__ = [
     "FIELDS_0_34",
     "FIELDS_SINCE_0_33",
     "FIELDS_UNTIL_0_26",
+    "IGNORED_AT_DEFAULT",
     "SPEC_FIELDS",
     "kvpure_field_names",
     "spec_fields",

@@ -17,6 +17,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.interop.spec_fields import (
     FIELDS_SINCE_0_33,
     FIELDS_UNTIL_0_26,
+    IGNORED_AT_DEFAULT,
     SPEC_FIELDS,
     spec_fields,
 )
@@ -157,7 +158,7 @@ def _allowed_keys(type_name: str, cls: type[KVCacheSpec], version: str) -> set[s
     fields = spec_fields(version, type_name)
     if fields is None:
         return set()
-    keys = set(fields)
+    keys = set(fields) | set(IGNORED_AT_DEFAULT[version])
     if version != "0.26":
         keys |= set(FIELDS_UNTIL_0_26)
     return keys
@@ -199,6 +200,13 @@ def parse_kv_cache_spec(
                 raise InvalidFieldError(field=fpath, value=None, reason="missing")
             continue
         raw = obj[name]
+        ignored = IGNORED_AT_DEFAULT[version]
+        if name in ignored:
+            if raw not in (None, ignored[name]):
+                raise InvalidFieldError(
+                    field=fpath, value=raw, reason=f"vLLM {version} has no {name}"
+                )
+            continue
         if version != "0.26" and name in FIELDS_UNTIL_0_26:
             if name == "compress_ratio" and raw not in (None, 1):
                 raise InvalidFieldError(

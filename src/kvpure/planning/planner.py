@@ -11,6 +11,7 @@ max_model_len, and the facts vLLM only logs.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,8 @@ from kvpure.errors import (
 from kvpure.planning.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
 from kvpure.planning.memory import (
     check_enough_memory,
+    layer_specs,
+    resolve_cache_hit_alignment_tokens,
     estimate_max_model_len_from_groups,
     get_kv_cache_capacity,
     max_memory_usage_bytes_from_groups,
@@ -31,7 +34,13 @@ from kvpure.planning.memory import (
 )
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
 from kvpure.settings import PlannerSettings
-from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, get_uniform_type_base_spec
+from kvpure.specs import (
+    AttentionSpec,
+    KVCacheSpec,
+    SlidingWindowSpec,
+    UniformTypeKVCacheSpecs,
+    get_uniform_type_base_spec,
+)
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
 
@@ -76,6 +85,25 @@ class WorkerPlanFacts:
     max_memory_usage_bytes_from_groups: int
     scheduler_block_size: int
     hash_block_size: int
+    pool_bytes_per_block: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerFacts:
+    """What vLLM 0.33+'s ``EngineCore._initialize_kv_caches`` resolves after planning.
+
+    ``cache_config_block_size``: the smallest prefix-cacheable group block size (0.26:
+    the configured block size); then ``resolve_kv_cache_block_sizes``,
+    ``resolve_cache_hit_alignment_tokens`` and ``update_kv_cache_capacity`` (None
+    without groups) on the scheduler's config.
+    """
+
+    cache_config_block_size: int
+    scheduler_block_size: int
+    hash_block_size: int
+    cache_hit_alignment_tokens: int
+    kv_cache_size_tokens: int | None
+    kv_cache_max_concurrency: float | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +119,13 @@ class KVCachePlan:
     num_blocks_overrides: tuple[NumBlocksOverrideFact, ...]
     auto_fit: AutoFitFact | None
     workers: tuple[WorkerPlanFacts, ...]
+    scheduler: SchedulerFacts | None = None
+    """Filled under vLLM 0.33+ rules (``block_sizes_from_prefix_cacheable_groups``)."""
+
+    @property
+    def needs_kv_cache_zeroing(self) -> bool:
+        """vLLM 0.33+: every worker zeroes new blocks if any worker holds Mamba state."""
+        return any(c.needs_kv_cache_zeroing for c in self.kv_cache_configs)
 
     @property
     def num_blocks(self) -> int:
@@ -189,12 +224,122 @@ def _auto_fit(
             fitted = worker_max
             limiting = mem
     if fitted <= 0:
-        raise AutoFitError(available_bytes=tuple(available))
+        raise AutoFitError(
+            available_bytes=tuple(available), hint=settings.rules.more_memory_hint
+        )
     return AutoFitFact(
         original_max_model_len=original,
         fitted_max_model_len=min(fitted, original),
         limiting_available_bytes=limiting,
     )
+
+
+def retain_extra_tokens(
+    settings: PlannerSettings, merged: LayerMap[KVCacheSpec]
+) -> LayerMap[KVCacheSpec]:
+    """vLLM 0.33+'s ``get_global_kv_cache_groups``: every sliding-window layer keeps
+    ``num_prefill_lookahead_tokens - 1`` more tokens below its window."""
+    extra = max(0, settings.num_prefill_lookahead_tokens - 1)
+    updates: dict[str, KVCacheSpec] = {
+        name: dataclasses.replace(spec, extra_retained_tokens=extra)
+        for name, spec in merged.ordered_items()
+        if isinstance(spec, SlidingWindowSpec) and spec.extra_retained_tokens != extra
+    }
+    return merged.replace_values(updates) if updates else merged
+
+
+def mark_draft_groups(merged: LayerMap[KVCacheSpec], grouping: KVCacheGrouping) -> KVCacheGrouping:
+    """vLLM 0.33+: with the EAGLE block drop, a group is an EAGLE group when it holds a
+    layer a draft model owns (``is_draft``)."""
+    drafts = {name for name, spec in merged.ordered_items() if spec.is_draft}
+    groups = tuple(
+        dataclasses.replace(g, is_eagle_group=not drafts.isdisjoint(g.layer_names))
+        for g in grouping.groups
+    )
+    return dataclasses.replace(grouping, groups=groups)
+
+
+def _layer_tp_replicas(spec: KVCacheSpec, tp: int, dcp: int) -> int:
+    if not isinstance(spec, AttentionSpec) or spec.max_tp_shards is None:
+        return 1
+    if spec.dcp_sharded and dcp > 1:
+        return 1
+    return max(1, tp // spec.max_tp_shards)
+
+
+def with_tp_replicas(settings: PlannerSettings, config: KVCacheConfig) -> KVCacheConfig:
+    """vLLM 0.33+'s ``kv_cache_groups_tp_replicas``: consecutive TP ranks holding the same KV."""
+    specs = [s for g in config.kv_cache_groups for s in layer_specs(g.kv_cache_spec)]
+    tp = settings.tensor_parallel_size
+    dcp = settings.decode_context_parallel_size
+    replicas = 1
+    if specs:
+        replicas = math.gcd(tp, *(_layer_tp_replicas(s, tp, dcp) for s in specs))
+    return dataclasses.replace(config, kv_tp_replicas=replicas)
+
+
+def scheduler_facts(settings: PlannerSettings, scheduler: KVCacheConfig) -> SchedulerFacts:
+    """What ``EngineCore`` resolves from the scheduler's config (vLLM 0.33+)."""
+    groups = scheduler.kv_cache_groups
+    block_size = settings.block_size
+    if groups:
+        cacheable = [g.kv_cache_spec.block_size for g in groups if g.kv_cache_spec.prefix_cacheable]
+        block_size = min(cacheable or [g.kv_cache_spec.block_size for g in groups])
+    resolved = dataclasses.replace(settings, block_size=block_size)
+    scheduler_bs, hash_bs = resolve_kv_cache_block_sizes(scheduler, resolved)
+    alignment = resolve_cache_hit_alignment_tokens(scheduler, resolved, scheduler_bs, hash_bs)
+    size: int | None = None
+    concurrency: float | None = None
+    if groups:
+        size, concurrency = get_kv_cache_capacity(resolved, scheduler)
+    return SchedulerFacts(
+        cache_config_block_size=block_size,
+        scheduler_block_size=scheduler_bs,
+        hash_block_size=hash_bs,
+        cache_hit_alignment_tokens=alignment,
+        kv_cache_size_tokens=size,
+        kv_cache_max_concurrency=concurrency,
+    )
+
+
+def held_back_null_block(
+    settings: PlannerSettings,
+    projected: Sequence[tuple[KVCacheGroupSpec, ...]],
+    available: Sequence[int],
+) -> list[int]:
+    """The memory auto-fit and the admission check plan with, per worker.
+
+    Rule ``null_block_held_back``: vLLM 0.33+ (``kv_cache_planning.get_kv_cache_configs``)
+    subtracts one pool block (``_pool_bytes_per_block_from_builder``), the null block the
+    BlockPool never hands out; 0.26 (``kv_cache_utils.get_kv_cache_configs``) checked all
+    of it. Allocation still uses all the memory.
+    """
+    if not settings.rules.null_block_held_back:
+        return list(available)
+    return [
+        mem - pool_bytes_per_block(settings, groups) if groups else mem
+        for groups, mem in zip(projected, available, strict=True)
+    ]
+
+
+def equalise_num_blocks(
+    settings: PlannerSettings, config: KVCacheConfig, num_blocks: int
+) -> KVCacheConfig:
+    """Give a worker the smallest worker's block count.
+
+    Rule ``single_backing_allocation``: vLLM 0.33+ places the worker again with exactly
+    ``num_blocks`` (strides follow the allocation); 0.26 scaled each tensor's size.
+    """
+    if config.num_blocks == num_blocks:
+        return config
+    if settings.rules.single_backing_allocation and config.kv_cache_groups:
+        per_block = pool_bytes_per_block(settings, config.kv_cache_groups)
+        return get_kv_cache_config_from_groups(
+            dataclasses.replace(settings, num_gpu_blocks_override=None),
+            config.kv_cache_groups,
+            num_blocks * per_block,
+        )
+    return _shrink(config, num_blocks)
 
 
 def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
@@ -222,6 +367,7 @@ def _worker_facts(
     if groups:
         capacity, concurrency = get_kv_cache_capacity(settings, config)
     return WorkerPlanFacts(
+        pool_bytes_per_block=pool_bytes_per_block(settings, groups) if groups else 0,
         num_blocks_before_equalisation=num_blocks_before,
         kv_cache_capacity_tokens=capacity,
         max_concurrency=concurrency,
@@ -242,6 +388,7 @@ def _check_worker_memory(
         lambda: max_memory_usage_bytes_from_groups(settings, groups),
         settings.max_model_len,
         lambda mem: estimate_max_model_len_from_groups(settings, groups, mem),
+        hint=settings.rules.more_memory_hint,
     )
 
 
@@ -270,7 +417,11 @@ def get_kv_cache_configs(
     workers = tuple(LayerMap.from_mapping(w) for w in specs_per_worker)
     merged = merge_worker_specs(workers)
     check_kv_cache_spec_registry(merged)
+    if settings.rules.sets_extra_retained_tokens:
+        merged = retain_extra_tokens(settings, merged)
     grouping: KVCacheGrouping = get_kv_cache_groups(settings, merged)
+    if settings.rules.sets_extra_retained_tokens and settings.use_eagle_block_drop:
+        grouping = mark_draft_groups(merged, grouping)
     projected = [project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in workers]
     available = list(available_memory_per_worker)
     overrides: list[NumBlocksOverrideFact] = []
@@ -294,13 +445,14 @@ def get_kv_cache_configs(
                 )
             )
             available[worker] = override * per_block
+    check_memory = held_back_null_block(settings, projected, available)
     auto_fit: AutoFitFact | None = None
     if settings.auto_fit_max_model_len:
-        auto_fit = _auto_fit(settings, projected, available)
+        auto_fit = _auto_fit(settings, projected, check_memory)
         settings = settings.with_max_model_len(auto_fit.fitted_max_model_len)
     for worker, groups in enumerate(projected):
         if groups:
-            _check_worker_memory(settings, groups, available[worker])
+            _check_worker_memory(settings, groups, check_memory[worker])
     configs: list[KVCacheConfig] = []
     for groups, worker_specs, mem in zip(projected, workers, available, strict=True):
         if sum(len(g.layer_names) for g in groups) != len(worker_specs):
@@ -314,9 +466,14 @@ def get_kv_cache_configs(
         configs.append(get_kv_cache_config_from_groups(settings, groups, mem))
     min_blocks = min(c.num_blocks for c in configs)
     before = [c.num_blocks for c in configs]
-    configs = [_shrink(c, min_blocks) for c in configs]
+    configs = [equalise_num_blocks(settings, c, min_blocks) for c in configs]
     facts = tuple(_worker_facts(settings, c, before[i]) for i, c in enumerate(configs))
+    scheduler: SchedulerFacts | None = None
+    if settings.rules.block_sizes_from_prefix_cacheable_groups:
+        configs = [with_tp_replicas(settings, c) for c in configs]
+        scheduler = scheduler_facts(settings, generate_scheduler_kv_cache_config(configs))
     return KVCachePlan(
+        scheduler=scheduler,
         kv_cache_configs=tuple(configs),
         final_max_model_len=settings.max_model_len,
         settings=settings,
