@@ -149,8 +149,7 @@ def _check_modelled(type_name: str, name: str, value: object, fpath: str) -> Non
         raise InvalidFieldError(
             field=fpath,
             value=value,
-            reason=f"kvpure models only {default!r} here (a packed page layout is not "
-            "modelled)",
+            reason=f"kvpure models only {default!r} here (a packed page layout is not modelled)",
         )
 
 

@@ -144,7 +144,9 @@ def ensure_min_page_size(
         changes: dict[str, object] = {"block_size": spec.block_size * scale}
         if isinstance(spec, AttentionSpec | MambaSpec) and spec.page_size_padded is not None:
             changes["page_size_padded"] = spec.page_size_padded * scale
-        scaled.append(dataclasses.replace(group, kv_cache_spec=dataclasses.replace(spec, **changes)))
+        scaled.append(
+            dataclasses.replace(group, kv_cache_spec=dataclasses.replace(spec, **changes))
+        )
     return tuple(scaled), common_page * scale
 
 

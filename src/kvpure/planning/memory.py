@@ -221,8 +221,7 @@ def resolve_kv_cache_block_sizes(
         return size, size
     if rules.block_sizes_from_prefix_cacheable_groups:
         sizes = tuple(
-            g.kv_cache_spec.block_size * (dcp if g.kv_cache_spec.dcp_sharded else 1)
-            for g in groups
+            g.kv_cache_spec.block_size * (dcp if g.kv_cache_spec.dcp_sharded else 1) for g in groups
         )
     else:
         sizes = tuple(
@@ -238,9 +237,14 @@ def resolve_kv_cache_block_sizes(
         return scheduler, scheduler
     hashing = sizes
     if rules.block_sizes_from_prefix_cacheable_groups:
-        hashing = tuple(
-            size for g, size in zip(groups, sizes, strict=True) if g.kv_cache_spec.prefix_cacheable
-        ) or sizes
+        hashing = (
+            tuple(
+                size
+                for g, size in zip(groups, sizes, strict=True)
+                if g.kv_cache_spec.prefix_cacheable
+            )
+            or sizes
+        )
     requested = settings.prefix_match_unit
     hash_size = requested if requested is not None else math.gcd(*hashing)
     if any(size % hash_size != 0 for size in hashing):

@@ -224,9 +224,7 @@ def _auto_fit(
             fitted = worker_max
             limiting = mem
     if fitted <= 0:
-        raise AutoFitError(
-            available_bytes=tuple(available), hint=settings.rules.more_memory_hint
-        )
+        raise AutoFitError(available_bytes=tuple(available), hint=settings.rules.more_memory_hint)
     return AutoFitFact(
         original_max_model_len=original,
         fitted_max_model_len=min(fitted, original),
