@@ -36,7 +36,8 @@ def _load(path: Path) -> dict[str, Any]:
 def assert_same(got: object, want: object, path: str = "") -> None:
     """``got`` equals ``want``: same keys in the same order, floats to 1e-12."""
     if isinstance(want, float) or isinstance(got, float):
-        assert isinstance(got, int | float) and isinstance(want, int | float), path
+        assert isinstance(got, int | float), path
+        assert isinstance(want, int | float), path
         assert math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-12), f"{path}: {got} {want}"
     elif isinstance(want, dict):
         assert isinstance(got, dict), path
@@ -44,7 +45,8 @@ def assert_same(got: object, want: object, path: str = "") -> None:
         for key in want:
             assert_same(got[key], want[key], f"{path}.{key}")
     elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), f"{path}: length"
+        assert isinstance(got, list), path
+        assert len(got) == len(want), f"{path}: length"
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             assert_same(g, w, f"{path}[{i}]")
     else:
@@ -114,7 +116,8 @@ def test_not_enough_memory_is_a_typed_error_with_vllm_numbers() -> None:
     parsed = parse_planning_input(case["input"], vllm_version="0.34")
     with pytest.raises(InsufficientKVCacheMemoryError) as info:
         plan_input(parsed)
-    assert isinstance(info.value, ValueError) and isinstance(info.value, KVPureError)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, KVPureError)
     assert info.value.estimated_max_model_len == 32752
     assert info.value.max_model_len == 131072
 

@@ -112,7 +112,6 @@ def test_auto_fit_gives_the_longest_length_that_plans(
             **{f: getattr(settings_, f) for f in settings_.__dataclass_fields__},
             "original_max_model_len": AUTO_FIT_MAX_MODEL_LEN,
         },
-        vllm_version="0.26",
     )
     expected = _longest_that_plans(settings_, workers, memory, settings_.max_model_len)
     try:
@@ -140,7 +139,6 @@ def test_override_sets_the_blocks_and_the_memory_admitted(
             **{f: getattr(settings_, f) for f in settings_.__dataclass_fields__},
             "num_gpu_blocks_override": override,
         },
-        vllm_version="0.26",
     )
     memory = least << shift  # the memory given plays no part once overridden
     if override * per_block < least:

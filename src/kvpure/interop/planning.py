@@ -36,15 +36,15 @@ from kvpure.interop.spec_json import (
 )
 from kvpure.planning.planner import KVCachePlan, WorkerPlanFacts, get_kv_cache_configs
 from kvpure.settings import PlannerSettings
+from kvpure.specs import KVCacheSpec
+from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvpure.specs.layer_map import LayerMap
 from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version, resolve_vllm_version
 
 #: The layout vLLM 0.33+ resolves for FlashAttention-style backends declaring none
 #: (``vllm/v1/attention/backends/utils.py resolve_kv_cache_layout``); the only one
 #: kvpure plans.
 KV_CACHE_LAYOUT = "LBNHC"
-from kvpure.specs import KVCacheSpec
-from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
-from kvpure.specs.layer_map import LayerMap
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from kvpure.errors import HybridPromotionError, KVPureValueError
 from kvpure.specs import (
@@ -46,11 +47,12 @@ def replace_as(spec: KVCacheSpec, target: type[KVCacheSpec], **changes: object) 
         if f.init and f.name in names and f.name not in _DROPPED
     }
     kwargs.update(changes)
-    return target(**kwargs)
+    build = cast(Callable[..., KVCacheSpec], target)
+    return build(**kwargs)
 
 
 def _uniform(specs: LayerMap[KVCacheSpec]) -> bool:
-    from kvpure.planning.grouping import is_kv_cache_spec_uniform  # noqa: PLC0415  # circle
+    from kvpure.planning.grouping import is_kv_cache_spec_uniform  # circle
 
     return is_kv_cache_spec_uniform(specs) or UniformTypeKVCacheSpecs.is_uniform_type(
         specs, mamba_states_match=True
@@ -145,7 +147,7 @@ def ensure_min_page_size(
         if isinstance(spec, AttentionSpec | MambaSpec) and spec.page_size_padded is not None:
             changes["page_size_padded"] = spec.page_size_padded * scale
         scaled.append(
-            dataclasses.replace(group, kv_cache_spec=dataclasses.replace(spec, **changes))
+            dataclasses.replace(group, kv_cache_spec=replace_as(spec, type(spec), **changes))
         )
     return tuple(scaled), common_page * scale
 

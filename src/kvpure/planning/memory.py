@@ -322,7 +322,7 @@ def _partial_hash_hits_enabled(
 
 
 def _fine_grained(spec: KVCacheSpec) -> bool:
-    from kvpure.specs import FullAttentionSpec  # noqa: PLC0415  # (cheap; avoids a long import list)
+    from kvpure.specs import FullAttentionSpec  # (cheap; avoids a long import list)
 
     first = layer_specs(spec)[0]
     return isinstance(first, MambaSpec | FullAttentionSpec)

@@ -25,11 +25,11 @@ from kvpure.errors import (
 from kvpure.planning.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
 from kvpure.planning.memory import (
     check_enough_memory,
-    layer_specs,
-    resolve_cache_hit_alignment_tokens,
     estimate_max_model_len_from_groups,
     get_kv_cache_capacity,
+    layer_specs,
     max_memory_usage_bytes_from_groups,
+    resolve_cache_hit_alignment_tokens,
     resolve_kv_cache_block_sizes,
 )
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block

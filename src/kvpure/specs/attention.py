@@ -8,9 +8,9 @@ group), kvpure raises :class:`WindowSizeMismatchError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypedDict, cast
 
 from kvpure.errors import (
     ContextParallelUnsupportedError,
@@ -190,7 +190,19 @@ class FullAttentionSpec(AttentionSpec):
         return merge_full_attention(cls, specs)
 
 
-def new_attention_fields(spec: AttentionSpec) -> dict[str, object]:
+class NewAttentionFields(TypedDict):
+    """The attention fields vLLM 0.33 added (kvpure keeps them through merges)."""
+
+    dcp_sharded: bool
+    block_stride_alignment: int | None
+    max_tp_shards: int | None
+    num_head_slots: int | None
+    state_content_bytes: int | None
+    kv_head_major_slots: bool
+    tokens_per_state: int
+
+
+def new_attention_fields(spec: AttentionSpec) -> NewAttentionFields:
     """The vLLM 0.33+ attention fields of ``spec``, as keyword arguments (merges keep them)."""
     return {
         "dcp_sharded": spec.dcp_sharded,
@@ -223,7 +235,8 @@ def merge_full_attention(
     first = full[0]
     sliding_window = _single_window("sliding_window", [s.sliding_window for s in full])
     chunk = _single_window("attention_chunk_size", [s.attention_chunk_size for s in full])
-    merged = cls(
+    build = cast(Callable[..., FullAttentionSpec], cls)  # ``extra``: the subclass's fields
+    merged = build(
         block_size=first.block_size,
         num_kv_heads=first.num_kv_heads,
         head_size=first.head_size,
