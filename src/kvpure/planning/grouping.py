@@ -290,7 +290,7 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
         groups = create_kv_cache_group_specs(specs, [specs.names])
         return KVCacheGrouping(groups=groups, hybrid_specs_converted=converted)
     uniform = UniformTypeKVCacheSpecs.from_specs(
-        specs, mamba_states_match=rules.merges_compatible_buckets
+        specs, mamba_states_match=rules.mamba_uniform_needs_equal_states
     )
     if uniform is not None:
         group = KVCacheGroupSpec(layer_names=specs.names, kv_cache_spec=uniform)

@@ -54,6 +54,11 @@ class PlannerRules:
     """0.33+: ``_get_kv_cache_groups_uniform_page_size`` merges buckets whose specs merge
     (e.g. full attention with and without a window); 0.26 bucketed by equal specs only."""
 
+    mamba_uniform_needs_equal_states: bool
+    """0.33+: ``MambaSpec.is_uniform_with_collection`` also compares page size, prefill
+    checkpoint blocks and alignment, state alignment and TP replication; 0.26 compared
+    ``num_speculative_blocks`` only (``vllm/v1/kv_cache_interface.py``)."""
+
     deepseek_v4_grouping: bool
     """0.26: ``group_and_unify_kv_cache_specs`` (the DeepSeek-V4 path); 0.33+ has the
     block-outermost packed path instead, which the LBNHC layout never takes."""
@@ -103,6 +108,7 @@ VLLM_0_26_RULES = PlannerRules(
     pads_any_attention_page=False,
     promotes_local_specs=False,
     merges_compatible_buckets=False,
+    mamba_uniform_needs_equal_states=False,
     deepseek_v4_grouping=True,
     hidden_state_block_divides_groups=False,
     v2_model_runner_only=False,
@@ -122,6 +128,7 @@ VLLM_0_33_RULES = replace(
     pads_any_attention_page=True,
     promotes_local_specs=True,
     merges_compatible_buckets=True,
+    mamba_uniform_needs_equal_states=True,
     deepseek_v4_grouping=False,
     hidden_state_block_divides_groups=True,
     v2_model_runner_only=True,
