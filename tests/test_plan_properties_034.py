@@ -69,18 +69,22 @@ def test_null_block_held_back_and_one_more_block_would_not_fit(
     try:
         probe = get_kv_cache_configs(settings_, [layout], [1 << 50])
     except (ValueError, NotImplementedError):
-        assume(False)
-        return
+        probe = None
+    assume(probe is not None)
+    assert probe is not None
     groups = probe.kv_cache_configs[0].kv_cache_groups
     assume(bool(groups))
     per_block = pool_bytes_per_block(settings_, groups)
     assume(per_block > 0)
     memory = blocks * per_block + blocks % 7  # a few stray bytes never make a block
+    refused: InsufficientKVCacheMemoryError | None = None
     try:
         plan = get_kv_cache_configs(settings_, [layout], [memory])
     except InsufficientKVCacheMemoryError as err:
-        assert err.available_bytes == memory - per_block  # the null block is held back
-        assert err.needed_bytes > memory - per_block
+        refused = err
+    if refused is not None:
+        assert refused.available_bytes == memory - per_block  # the null block is held back
+        assert refused.needed_bytes > memory - per_block
         return
     config = plan.kv_cache_configs[0]
     facts = plan.workers[0]
