@@ -72,7 +72,14 @@ def layer_block_stride(spec: KVCacheSpec) -> int:
 def single_pool_bytes_per_block(groups: Sequence[KVCacheGroupSpec]) -> int:
     """vLLM 0.33+'s ``_get_kv_cache_bytes_per_block`` for a layer-outer layout (LBNHC):
     the largest group's sum of per-layer block strides."""
-    return max(sum(layer_block_stride(s) for _, s in _layer_specs(g)) for g in groups)
+    return max(_group_block_bytes(g) for g in groups)
+
+
+def _group_block_bytes(group: KVCacheGroupSpec) -> int:
+    spec = group.kv_cache_spec
+    if isinstance(spec, UniformTypeKVCacheSpecs):
+        return sum(layer_block_stride(s) for _, s in _layer_specs(group))
+    return len(group.layer_names) * layer_block_stride(spec)  # one spec for every layer
 
 
 def pool_bytes_per_block(settings: PlannerSettings, groups: Sequence[KVCacheGroupSpec]) -> int:
