@@ -38,6 +38,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kvpure.cache.hash_trace import DEFAULT_TRACE_BLOCK_SIZE
 from kvpure.cache.workload import (
     CONCURRENCY_MODEL,
     DEFAULT_MAX_NUM_SEQS,
@@ -54,10 +55,12 @@ from kvpure.cli.peak_memory import peak_rss_bytes
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.progress import progress_bar
 from kvpure.cli.serve_options import SERVE_OPTIONS
+from kvpure.cli.vllm_option import add_vllm_argument
 from kvpure.cli.workload_files import parse_workload, read_workload
 from kvpure.errors import InvalidFieldError
 from kvpure.models.hf_cache import config_argument
 from kvpure.text.tokenizer import load_tokenizer
+from kvpure.versions import resolve_vllm_version
 
 __all__ = ["format_report", "parse_workload", "register", "report_to_json", "run"]
 
@@ -139,6 +142,13 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--progress", action="store_true", help="draw the progress bar even when not on a terminal"
     )
+    parser.add_argument(
+        "--trace-block-size",
+        metavar="N",
+        default=str(DEFAULT_TRACE_BLOCK_SIZE),
+        help="tokens per hash id of a hash-id trace (Mooncake 512, the default; InferenceX 64)",
+    )
+    add_vllm_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
@@ -153,6 +163,7 @@ def _run_json(run: RunResult) -> dict[str, Any]:
         "prefix_cache_queries": run.queries,
         "prefix_cache_hits": run.hits,
         "hit_rate": round(run.hit_rate, 6),
+        "mean_request_hit_rate": round(run.mean_request_hit_rate, 6),
     }
 
 
@@ -179,8 +190,12 @@ def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
         f"KV cache:             {a.num_blocks - 1:,} blocks of {a.block_size} tokens "
         f"(+ the null block)",
         f"prefix-cache queries: {a.queries:,} tokens",
-        f"prefix-cache hits:    {a.hits:,} tokens ({a.hit_rate:.1%})",
-        f"unbounded cache:      {u.hits:,} tokens ({u.hit_rate:.1%}), the upper bound",
+        f"prefix-cache hits:    {a.hits:,} tokens ({a.hit_rate:.1%}), token-weighted: vLLM's "
+        f"prefix_cache_hits / prefix_cache_queries",
+        f"per-request average:  {a.mean_request_hit_rate:.1%} (aiperf's: the mean of each "
+        f"request's hits / queries)",
+        f"unbounded cache:      {u.hits:,} tokens ({u.hit_rate:.1%}; per-request average "
+        f"{u.mean_request_hit_rate:.1%}), the upper bound",
         f"lost to eviction:     {report.hits_lost_to_eviction:,} tokens",
         f"shorter than a block: {report.short_prefix_tokens:,} shared-prefix tokens in "
         f"{report.short_prefix_requests:,} request(s) cannot hit",
@@ -245,12 +260,14 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.plot is not None:
         check_plot_target(args.plot)
+    version = resolve_vllm_version(args.vllm)
+    block = parse_positive_int(args.trace_block_size, field="--trace-block-size")
     config = read_json(config_argument(args.model))
     encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
-    workload = read_workload(args.workload, encoder)
+    workload = read_workload(args.workload, encoder, trace_block_size=block)
     decode = encoder.decode if encoder is not None else None
     requests = workload.requests
-    sweep = SweepInput(requests, config, _options(args), seqs)
+    sweep = SweepInput(requests, config, _options(args), seqs, version)
     figures: list[str | None] = [None] if labels is None else list(labels)
     bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
     try:
@@ -264,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidFieldError(field="--kv-cache-memory", value=None, reason=report)
         if args.json:
             data = {
+                "vllm_version": version,
                 "concurrency_model": CONCURRENCY_MODEL,
                 "input": input_to_json(workload),
                 **report_to_json(report, decode),
@@ -271,7 +289,8 @@ def run(args: argparse.Namespace) -> int:
             }
             print(json.dumps(data, indent=2))
         else:
-            print("\n".join(filter(None, [format_input(workload), format_report(report, decode)])))
+            head = [f"vLLM:                 {version}", format_input(workload)]
+            print("\n".join(filter(None, [*head, format_report(report, decode)])))
         return 0
     named = [(str(label), r) for label, r in rows]
     if args.plot is not None:
@@ -280,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
         write_hit_rate_plot(served, args.plot, title=title)
     if args.json:
         data = {
+            "vllm_version": version,
             "concurrency_model": CONCURRENCY_MODEL,
             "input": input_to_json(workload),
             "sweep_memory": [
@@ -292,6 +312,7 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(data, indent=2))
     else:
+        print(f"vLLM:                 {version}")
         if format_input(workload):
             print(format_input(workload))
         print(format_sweep(named))

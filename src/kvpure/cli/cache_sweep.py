@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING
 from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
-    WorkloadRequest,
+    WorkloadTotals,
     replay_config,
     run_workload,
     unbounded_run,
     workload_report,
+    workload_totals,
 )
+from kvpure.cache.workload_server import Workload
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.architectures import model_layout
@@ -34,6 +36,7 @@ from kvpure.models.deployment import Deployment
 from kvpure.models.errors import ModelConfigError
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.defaults import resolve_serve_settings
+from kvpure.versions import DEFAULT_VLLM_VERSION
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -48,12 +51,15 @@ SweepRow = tuple[str, WorkloadReport | str]
 class SweepInput:
     """What every run shares."""
 
-    requests: tuple[WorkloadRequest, ...]
+    requests: Workload
+    """The requests, iterated once per run (a tuple, or a stream read again each time)."""
     model_config: object
     """The parsed config.json."""
     options: Mapping[str, str]
     """The deployment options (``kv_cache_memory`` is set per figure)."""
     max_num_seqs: int
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The vLLM release answered for (normalised)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +109,11 @@ def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Ou
     for index in indexes:
         try:
             deployment = _deployment(sweep, layout, labels[index])
+            version = sweep.vllm_version
             if task.kind == "actual":
-                return run_workload(requests, replay_config(layout, deployment), seqs, progress)
-            return unbounded_run(requests, layout, deployment, seqs, progress)
+                config = replay_config(layout, deployment, version)
+                return run_workload(requests, config, seqs, progress)
+            return unbounded_run(requests, layout, deployment, seqs, progress, vllm_version=version)
         except KVPureError as err:
             if _fatal(err) or task.kind != "first-unbounded":
                 return err
@@ -215,6 +223,7 @@ def _rows(
         else:
             shared = outcome
     rows: list[tuple[str | None, WorkloadReport | str]] = []
+    totals: dict[tuple[int, bool], WorkloadTotals] = {}
     for index, label in enumerate(labels):
         run = actual[index]
         if isinstance(run, KVPureError):
@@ -227,5 +236,9 @@ def _rows(
             raise upper
         if run is None or upper is None:
             raise RuntimeError("a served figure lacks a run")  # not reached: every task ran
-        rows.append((label, workload_report(sweep.requests, run, upper, sweep.max_num_seqs)))
+        key = (run.hash_block_size, run.enable_caching)
+        if key not in totals:
+            totals[key] = workload_totals(sweep.requests, *key)
+        report = workload_report(sweep.requests, run, upper, sweep.max_num_seqs, totals=totals[key])
+        rows.append((label, report))
     return rows
