@@ -20,7 +20,7 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterator
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from kvpure.errors import InvalidFieldError
 
@@ -34,6 +34,7 @@ _CHUNK = 1 << 20
 _WHITESPACE = " \t\r\n"
 
 
+@runtime_checkable
 class ByteReader(Protocol):
     """What the readers read: a binary file, standard input's buffer, ``io.BytesIO``."""
 
@@ -176,6 +177,13 @@ class _ArrayReader:
             if not self.more():
                 return ""
 
+    def _too_long(self, where: str) -> InvalidFieldError:
+        return InvalidFieldError(
+            field=where,
+            value=f"over {self.limit} characters",
+            reason="is too long: an item holds one entry (at most 64 MiB)",
+        )
+
     def value(self, where: str) -> object:
         """The JSON value at the current position."""
         while True:
@@ -187,14 +195,12 @@ class _ArrayReader:
                 if maybe_cut and pending <= self.limit and self.more(pending):
                     continue
                 if pending > self.limit:
-                    raise InvalidFieldError(
-                        field=where,
-                        value=f"over {self.limit} characters",
-                        reason="is too long: an item holds one entry (at most 64 MiB)",
-                    ) from None
+                    raise self._too_long(where) from None
                 raise _invalid(where, err) from None
             if end >= len(self.text) and not self.eof and self.more():
                 continue  # a number or literal may go on in the next chunk
+            if end - self.pos > self.limit:
+                raise self._too_long(where)
             self.pos = end
             return value
 

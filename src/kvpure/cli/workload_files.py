@@ -43,7 +43,13 @@ from kvpure.cache.workload_server import WorkloadItem
 from kvpure.cache.workload_spool import WorkloadSpool, WorkloadStream
 from kvpure.errors import InvalidFieldError
 
-__all__ = ["MAX_TRACE_BLOCK_SIZE", "WorkloadFile", "parse_workload", "read_workload"]
+__all__ = [
+    "MAX_TRACE_BLOCK_SIZE",
+    "WorkloadFile",
+    "parse_workload",
+    "read_workload",
+    "read_workload_from",
+]
 
 MAX_TRACE_BLOCK_SIZE: Final = 1 << 20
 """Largest ``--trace-block-size``."""
@@ -204,9 +210,10 @@ def _requests(
     )
 
 
-def _read(
+def read_workload_from(
     path: str, handle: ByteReader, encoder: PromptEncoder | None, trace_block_size: int
 ) -> WorkloadFile:
+    """The workload read from ``handle`` (named ``path``), one line or item at a time."""
     if not 1 <= trace_block_size <= MAX_TRACE_BLOCK_SIZE:
         raise InvalidFieldError(
             field="--trace-block-size",
@@ -244,7 +251,7 @@ def parse_workload(
 
     ``encoder`` (a :class:`kvpure.text.LocalTokenizer`) encodes text prompts.
     """
-    return _read(path, io.BytesIO(text.encode("utf-8")), encoder, trace_block_size)
+    return read_workload_from(path, io.BytesIO(text.encode("utf-8")), encoder, trace_block_size)
 
 
 def _open_regular(path: str) -> BinaryIO:
@@ -267,6 +274,6 @@ def read_workload(
 ) -> WorkloadFile:
     """The workload at ``path`` (``-``: standard input), UTF-8, streamed."""
     if path == "-":
-        return _read(path, sys.stdin.buffer, encoder, trace_block_size)
+        return read_workload_from(path, sys.stdin.buffer, encoder, trace_block_size)
     with _open_regular(path) as handle:
-        return _read(path, handle, encoder, trace_block_size)
+        return read_workload_from(path, handle, encoder, trace_block_size)
