@@ -32,6 +32,7 @@ from kvpure.cache.workload_server import (
     check_trace_block_size,
     make_request,
 )
+from kvpure.hashing import HashScheme
 from kvpure.specs import FullAttentionSpec, MLAAttentionSpec
 
 __all__ = ["SeenSetCount", "seen_set_applies", "seen_set_count"]
@@ -65,6 +66,14 @@ class SeenSetCount:
         self.rate_total = 0.0
 
 
+def _scheme(config: ReplayConfig) -> HashScheme | None:
+    """The block hash scheme a manager of ``config`` hashes with."""
+    from kvpure.cache.replay import CacheReplay
+    from kvpure.cache.trace import ReplaySettings
+
+    return CacheReplay(config, ReplaySettings()).scheme
+
+
 def _trace_hit(item: TraceRequest, seen: set[bytes], hash_block_size: int) -> int:
     chains = trace_block_chains(item)
     matched = 0
@@ -81,22 +90,21 @@ def seen_set_count(
     items: Iterable[WorkloadItem],
     config: ReplayConfig,
     progress: Callable[[int], None] | None = None,
+    *,
+    scheme_config: ReplayConfig | None = None,
 ) -> SeenSetCount:
     """Requests, queries and hits of ``items`` on a cache that never evicts.
 
-    Only for a ``config`` where :func:`seen_set_applies`.
+    Only for a ``config`` where :func:`seen_set_applies`. The hash scheme is the
+    one a manager of ``scheme_config`` (a pool of the same deployment, default
+    ``config``) hashes with; no pool of ``config``'s size is built.
     """
     count = SeenSetCount()
     size = config.hash_block_size
     caching = config.enable_caching
     seen_traces: set[bytes] = set()
     seen: set[bytes] = set()
-    scheme = None
-    if caching:
-        from kvpure.cache.replay import CacheReplay
-        from kvpure.cache.trace import ReplaySettings
-
-        scheme = CacheReplay(config, ReplaySettings()).scheme
+    scheme: HashScheme | None = None
     for index, item in enumerate(items):
         check_length(item, index, config.max_model_len)
         count.requests += 1
@@ -109,6 +117,8 @@ def seen_set_count(
             check_trace_block_size(item, size)
             hit = _trace_hit(item, seen_traces, size)
         else:
+            if scheme is None:
+                scheme = _scheme(scheme_config or config)
             hashes = make_request(index, item, scheme, size).block_hashes
             limit = (tokens - 1) // size
             matched = 0

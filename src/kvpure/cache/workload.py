@@ -250,7 +250,7 @@ def unbounded_run(
     big_config = replay_config(layout, big, vllm_version)
     if replayed or not seen_set_applies(big_config):
         return run_workload(requests, big_config, max_num_seqs, progress, token_path=token_path)
-    count = seen_set_count(requests, big_config, progress)
+    count = seen_set_count(requests, big_config, progress, scheme_config=config)
     return RunResult(
         num_blocks=big_config.kv_cache_config.num_blocks,
         block_size=big_config.block_size,
