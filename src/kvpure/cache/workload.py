@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from kvpure.cache.fleet import FleetResult
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.shared_prefixes import SharedPrefix
 from kvpure.cache.unbounded import seen_set_applies, seen_set_count
@@ -118,6 +119,10 @@ class WorkloadReport:
     short_prefix_requests: int
     short_prefix_tokens: int
     """Tokens of prompts sharing a prefix shorter than a block with an earlier prompt."""
+    instances: int = 1
+    """Servers of the fleet runs (1: none)."""
+    fleet: tuple[FleetResult, ...] = ()
+    """The workload over ``instances`` servers of this pool, one run per routing policy."""
 
     @property
     def hits_lost_to_eviction(self) -> int:

@@ -38,6 +38,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kvpure.cache.fleet import MAX_INSTANCES, ROUTING_POLICIES, parse_routing
 from kvpure.cache.hash_trace import DEFAULT_TRACE_BLOCK_SIZE
 from kvpure.cache.workload import (
     CONCURRENCY_MODEL,
@@ -45,6 +46,7 @@ from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
 )
+from kvpure.cli.cache_fleet_report import fleet_to_json, format_fleet
 from kvpure.cli.cache_input_report import format_input, input_to_json
 from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
 from kvpure.cli.cache_prefix_report import Decoder, format_prefixes, prefixes_to_json
@@ -148,6 +150,18 @@ def register(sub: Any) -> None:
         default=str(DEFAULT_TRACE_BLOCK_SIZE),
         help="tokens per hash id of a hash-id trace (Mooncake 512, the default; InferenceX 64)",
     )
+    parser.add_argument(
+        "--instances",
+        metavar="N",
+        default="1",
+        help="also split the workload over N servers of this pool (a fleet; default 1: none)",
+    )
+    parser.add_argument(
+        "--routing",
+        metavar="POLICY[,POLICY...]",
+        default=",".join(ROUTING_POLICIES),
+        help="the fleet's routing: round-robin, least-loaded, prefix-aware (default: all three)",
+    )
     add_vllm_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
@@ -179,6 +193,7 @@ def report_to_json(report: WorkloadReport, decode: Decoder | None = None) -> dic
         "short_prefix_requests": report.short_prefix_requests,
         "short_prefix_tokens": report.short_prefix_tokens,
         "top_shared_prefixes": prefixes_to_json(report.actual.top_prefixes, decode),
+        **({"fleet": fleet} if (fleet := fleet_to_json(report)) is not None else {}),
     }
 
 
@@ -209,6 +224,9 @@ def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
     top = format_prefixes(report.actual.top_prefixes, decode)
     if top:
         lines.append(top)
+    fleet = format_fleet(report)
+    if fleet:
+        lines.append(fleet)
     lines.append(f"model: {CONCURRENCY_MODEL} (max_num_seqs {report.max_num_seqs})")
     return "\n".join(lines)
 
@@ -267,7 +285,13 @@ def run(args: argparse.Namespace) -> int:
     workload = read_workload(args.workload, encoder, trace_block_size=block)
     decode = encoder.decode if encoder is not None else None
     requests = workload.requests
-    sweep = SweepInput(requests, config, _options(args), seqs, version)
+    instances = parse_positive_int(args.instances, field="--instances")
+    if instances > MAX_INSTANCES:
+        raise InvalidFieldError(
+            field="--instances", value=instances, reason=f"must be at most {MAX_INSTANCES}"
+        )
+    routing = parse_routing(args.routing)
+    sweep = SweepInput(requests, config, _options(args), seqs, version, instances, routing)
     figures: list[str | None] = [None] if labels is None else list(labels)
     bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
     try:
