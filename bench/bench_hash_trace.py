@@ -36,10 +36,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
+from bench.make_hash_id_trace import generate  # noqa: E402
 from kvpure.cache.hash_trace import parse_trace_line  # noqa: E402
-from make_hash_id_trace import generate  # noqa: E402
 
 
 def _model(folder: Path) -> Path:
