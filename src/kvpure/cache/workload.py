@@ -1,9 +1,11 @@
 """A prefix-cache workload analyzer: how many prompt tokens a KV cache of a given size hits.
 
 The workload is a list of requests (prompt token ids, an output length, an
-optional LoRA name and cache salt). It is driven through kvpure's exact
-replay of vLLM 0.26's KV cache manager (:class:`kvpure.cache.replay.CacheReplay`)
-with this concurrency model:
+optional LoRA name and cache salt; or the lines of a hash-id trace,
+:mod:`kvpure.cache.hash_trace`). It is driven through kvpure's exact replay of
+vLLM's KV cache manager (:class:`kvpure.cache.replay.CacheReplay`), for the
+release given as ``vllm_version`` (``PlannerSettings.vllm_version``), with
+this concurrency model:
 
 - requests are admitted in file order while fewer than ``max_num_seqs`` run
   and the manager admits them (hit lookup, then ``allocate_slots`` for the

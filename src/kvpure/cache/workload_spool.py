@@ -7,7 +7,7 @@ processes. Holding it in memory would make memory grow with the workload
 request to a spool file as it goes (:class:`WorkloadSpool`) and every run
 reads it back one request at a time (:class:`WorkloadStream`). Text prompts
 are tokenized once, when read; arrival order is kept as a list of file
-offsets (16 bytes a request), the only thing held per request.
+offsets, the only thing held per request.
 
 The spool is a temporary file of pickled requests that only this process
 wrote; it is deleted when the stream that owns it is collected (or at exit).

@@ -10,9 +10,12 @@ model's chat template, as vLLM's chat API does). A ShareGPT dataset (a JSON
 array of {"conversations": [...]}, or one such object a line) is read as
 vLLM's benchmark reads it: first turn as prompt, second turn's token count as
 output length, its length filter applied (needs --tokenizer). A line may give
-"arrival_time" (seconds): requests are then admitted in arrival order. Each
-request is driven through kvpure's exact replay of vLLM 0.26's KV cache
-manager; requests are admitted in order while fewer than --max-num-seqs run and the manager admits
+"arrival_time" (seconds): requests are then admitted in arrival order. A
+hash-id trace (Mooncake, aiperf, InferenceX: {"timestamp", "input_length",
+"output_length", "hash_ids"} a line) is read natively, each id a block of
+--trace-block-size tokens (512). The file is streamed, a line at a time.
+Each request is driven through kvpure's exact replay of the KV cache manager
+of the vLLM release --vllm names (default 0.34); requests are admitted in order while fewer than --max-num-seqs run and the manager admits
 them, each decodes its output at once, and when admission is refused the
 oldest running request finishes first (no preemption, no chunked prefill).
 
@@ -27,6 +30,8 @@ the hits lost to eviction, and the shared-prefix tokens that cannot hit
 because they are shorter than a block. --sweep-memory re-runs per memory
 figure and draws the hit-rate curve (--plot FILE.png draws it as an image);
 --jobs N runs the figures in N processes; --json prints one JSON object.
+--instances N also splits the workload over N servers, routed by each
+--routing policy (round-robin, least-loaded, prefix-aware).
 A progress bar is drawn on standard error when it is a terminal (or with
 --progress).
 """
