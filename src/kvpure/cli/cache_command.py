@@ -15,8 +15,9 @@ hash-id trace (Mooncake, aiperf, InferenceX: {"timestamp", "input_length",
 "output_length", "hash_ids"} a line) is read natively, each id a block of
 --trace-block-size tokens (512). The file is streamed, a line at a time.
 Each request is driven through kvpure's exact replay of the KV cache manager
-of the vLLM release --vllm names (default 0.34); requests are admitted in order while fewer than --max-num-seqs run and the manager admits
-them, each decodes its output at once, and when admission is refused the
+of the vLLM release --vllm names (default 0.34); requests are admitted in
+order while fewer than --max-num-seqs run and the manager admits them, each
+decodes its output at once, and when admission is refused the
 oldest running request finishes first (no preemption, no chunked prefill).
 
 The pool is planned as ``kvpure plan`` plans it: vLLM 0.26's serve defaults
