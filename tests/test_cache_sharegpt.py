@@ -61,6 +61,8 @@ def _expected_hits(prompts: list[list[int]]) -> int:
 def _cache(path: Path, *args: str) -> list[str]:
     return [
         "cache",
+        "--vllm",
+        "0.26",
         str(path),
         "--model",
         LLAMA,
