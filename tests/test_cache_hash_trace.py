@@ -29,6 +29,7 @@ from kvpure.cache.hash_trace import (
     parse_trace_line,
 )
 from kvpure.cache.workload import replay_config, run_workload, unbounded_run
+from kvpure.cache.workload_server import needs_tokens
 from kvpure.cli import main
 from kvpure.errors import InvalidFieldError
 from kvpure.models.architectures import model_layout
@@ -233,3 +234,18 @@ def test_jobs_on_a_trace_give_the_serial_report(
     serial.pop("peak_rss_bytes")
     pooled.pop("peak_rss_bytes")
     assert serial == pooled
+
+
+def test_with_eagle_lookahead_a_trace_takes_the_token_path() -> None:
+    deployment = Deployment(
+        kv_cache_memory_bytes=24 * 2**30,
+        max_model_len=320,
+        num_gpu_blocks_override=40,
+        speculative_method="eagle",
+        num_speculative_tokens=2,
+    )
+    config = replay_config(LAYOUT, deployment)
+    assert needs_tokens(config)
+    trace = _trace(1, 30, 32)
+    assert run_workload(trace, config, 4) == run_workload(trace, config, 4, token_path=True)
+    assert not needs_tokens(replay_config(LAYOUT, _deployment(40, 320)))

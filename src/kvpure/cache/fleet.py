@@ -25,7 +25,13 @@ from typing import Final
 
 from kvpure.cache.request import CacheRequest
 from kvpure.cache.setup import ReplayConfig
-from kvpure.cache.workload_server import ServerRun, WorkloadItem, check_length, make_request
+from kvpure.cache.workload_server import (
+    ServerRun,
+    WorkloadItem,
+    check_length,
+    make_request,
+    needs_tokens,
+)
 from kvpure.errors import InvalidFieldError
 
 __all__ = [
@@ -156,7 +162,7 @@ def run_fleet(
     size = config.hash_block_size
     for index, item in enumerate(requests):
         check_length(item, index, config.max_model_len)
-        request = make_request(index, item, scheme, size)
+        request = make_request(index, item, scheme, size, token_path=needs_tokens(config))
         if progress is not None:
             progress(1)
         servers[_route(policy, index, request, servers)].submit(index, item, request)
@@ -186,5 +192,6 @@ def run_round_robin_instance(
         if index % instances != instance:
             continue
         check_length(item, index, config.max_model_len)
-        server.submit(index, item, make_request(index, item, scheme, size))
+        request = make_request(index, item, scheme, size, token_path=needs_tokens(config))
+        server.submit(index, item, request)
     return _instance(server)

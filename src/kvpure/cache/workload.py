@@ -40,7 +40,13 @@ from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.shared_prefixes import SharedPrefix
 from kvpure.cache.unbounded import seen_set_applies, seen_set_count
 from kvpure.cache.workload_input import WorkloadRequest, parse_request
-from kvpure.cache.workload_server import ServerRun, WorkloadItem, check_length, make_request
+from kvpure.cache.workload_server import (
+    ServerRun,
+    WorkloadItem,
+    check_length,
+    make_request,
+    needs_tokens,
+)
 from kvpure.interop.planning import PlanningInput
 from kvpure.models.deployment import Deployment
 from kvpure.models.derive import derive_kv_cache_specs
@@ -174,7 +180,8 @@ def run_workload(
     size = config.hash_block_size
     for index, item in enumerate(requests):
         check_length(item, index, config.max_model_len)
-        request = make_request(index, item, scheme, size, token_path=token_path)
+        tokens = token_path or needs_tokens(config)
+        request = make_request(index, item, scheme, size, token_path=tokens)
         if progress is not None:
             progress(1)
         server.submit(index, item, request)

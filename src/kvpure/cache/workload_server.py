@@ -37,6 +37,7 @@ __all__ = [
     "check_length",
     "check_trace_block_size",
     "make_request",
+    "needs_tokens",
 ]
 
 WorkloadItem = WorkloadRequest | TraceRequest
@@ -115,7 +116,8 @@ def make_request(
     """The manager's request for workload request ``index``.
 
     A trace request gets derived block keys, unless ``token_path`` asks for its
-    synthesized tokens hashed as any prompt is (the reference the keys are tested on).
+    synthesized tokens hashed as any prompt is (the reference the keys are tested on;
+    :func:`needs_tokens` says when a deployment takes it).
     """
     if isinstance(item, TraceRequest):
         check_trace_block_size(item, hash_block_size)
@@ -134,6 +136,13 @@ def make_request(
         scheme=scheme,
         lora_int_id=1 if item.lora_name is not None else None,
     )
+
+
+def needs_tokens(config: ReplayConfig) -> bool:
+    """Whether a deployment's manager may read a request's tokens, not only its block
+    hashes: with EAGLE/MTP lookahead (a release may hash lookahead blocks from the
+    tokens), trace requests take the token path."""
+    return config.use_eagle or config.num_lookahead_tokens > 0
 
 
 class ServerRun:
