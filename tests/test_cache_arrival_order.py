@@ -29,7 +29,7 @@ def _main(tmp_path: Path, lines: list[Any], *args: str) -> int:
         "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines),
         encoding="utf-8",
     )
-    base = ["cache", str(path), "--model", LLAMA, "--kv-cache-memory", "24GiB"]
+    base = ["cache", str(path), "--vllm", "0.26", "--model", LLAMA, "--kv-cache-memory", "24GiB"]
     return main([*base, *SMALL, *args])
 
 

@@ -42,7 +42,7 @@ def test_the_larger_of_self_and_children_in_bytes(
 def test_the_json_report_carries_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "w.jsonl"
     path.write_text(json.dumps({"prompt_token_ids": list(range(1, 40))}) + "\n")
-    base = ["cache", str(path), "--model", LLAMA, "--kv-cache-memory", "24GiB"]
+    base = ["cache", str(path), "--vllm", "0.26", "--model", LLAMA, "--kv-cache-memory", "24GiB"]
     assert main([*base, "--max-model-len", "1024", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert isinstance(data["peak_rss_bytes"], int)

@@ -30,7 +30,7 @@ def _run(
 ) -> dict[str, Any]:
     path = tmp_path / "w.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    base = ["cache", str(path), "--model", LLAMA, "--kv-cache-memory", "24GiB"]
+    base = ["cache", str(path), "--vllm", "0.26", "--model", LLAMA, "--kv-cache-memory", "24GiB"]
     assert main([*base, "--max-model-len", "1024", *args]) == 0
     if "--json" not in args:
         return {"text": capsys.readouterr().out}

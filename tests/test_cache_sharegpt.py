@@ -61,6 +61,8 @@ def _expected_hits(prompts: list[list[int]]) -> int:
 def _cache(path: Path, *args: str) -> list[str]:
     return [
         "cache",
+        "--vllm",
+        "0.26",
         str(path),
         "--model",
         LLAMA,
@@ -173,14 +175,15 @@ def test_bad_sharegpt_is_one_line_and_exit_2(
     assert needle in err
 
 
-def test_a_broken_array_names_the_file_not_a_line(
+def test_a_broken_array_names_the_item_where_it_breaks(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # the array is read item by item: the error names the item, not a line
     path = tmp_path / "sg.json"
     path.write_text('[\n {"conversations": []},\n', encoding="utf-8")
     assert main(_cache(path)) == 2
     err = capsys.readouterr().err
-    assert "sg.json: invalid JSON" in err
+    assert "sg.json[1]: invalid JSON" in err
 
 
 def test_an_array_of_requests_is_refused_with_the_fix(

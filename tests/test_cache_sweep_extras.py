@@ -39,7 +39,7 @@ def _workload(tmp_path: Path, count: int = 24) -> str:
 
 def _sweep(path: str, *extra: str, figures: str = "8MiB,24MiB,40MiB,64MiB") -> list[str]:
     return [
-        "cache", path, "--model", LLAMA, "--kv-cache-memory", "1GiB",
+        "cache", path, "--vllm", "0.26", "--model", LLAMA, "--kv-cache-memory", "1GiB",
         "--max-num-seqs", "2", "--sweep-memory", figures, *extra,
     ]  # fmt: skip
 
@@ -84,7 +84,7 @@ def test_bad_plot_and_jobs_options_are_one_line(
 
 def test_plot_needs_a_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = _workload(tmp_path, 2)
-    args = ["cache", path, "--model", LLAMA, "--kv-cache-memory", "1GiB"]
+    args = ["cache", path, "--vllm", "0.26", "--model", LLAMA, "--kv-cache-memory", "1GiB"]
     assert main([*args, "--plot", str(tmp_path / "c.png")]) == 2
     assert "give --sweep-memory too" in capsys.readouterr().err
 
@@ -130,7 +130,18 @@ def test_jobs_on_a_single_figure_give_the_serial_report(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = _workload(tmp_path)
-    args = ["cache", path, "--model", LLAMA, "--kv-cache-memory", "40MiB", "--max-model-len", "256"]
+    args = [
+        "cache",
+        path,
+        "--vllm",
+        "0.26",
+        "--model",
+        LLAMA,
+        "--kv-cache-memory",
+        "40MiB",
+        "--max-model-len",
+        "256",
+    ]
     assert main([*args, "--max-num-seqs", "2", "--json"]) == 0
     serial = capsys.readouterr().out
     assert main([*args, "--max-num-seqs", "2", "--json", "--jobs", "2"]) == 0

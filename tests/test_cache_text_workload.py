@@ -62,6 +62,8 @@ def _expected_hits(lines: list[dict[str, Any]]) -> tuple[int, int]:
 def _cache(*args: str) -> list[str]:
     return [
         "cache",
+        "--vllm",
+        "0.26",
         *args,
         "--model",
         LLAMA,

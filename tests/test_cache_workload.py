@@ -35,6 +35,8 @@ def _write(tmp_path: Path, lines: list[Any]) -> str:
 def _base(path: str) -> list[str]:
     return [
         "cache",
+        "--vllm",
+        "0.26",
         path,
         "--model",
         LLAMA,
@@ -137,7 +139,7 @@ def test_short_prefix_counts_only_earlier_prompts_in_the_same_namespace() -> Non
 
 def test_text_report_and_sweep(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = _write(tmp_path, [{"prompt_token_ids": A}, {"prompt_token_ids": A}])
-    base = ["cache", path, "--model", LLAMA, "--kv-cache-memory", "24GiB"]
+    base = ["cache", path, "--vllm", "0.26", "--model", LLAMA, "--kv-cache-memory", "24GiB"]
     assert main([*base, "--max-model-len", "1024"]) == 0
     out = capsys.readouterr().out
     assert "prefix-cache hits:    48 tokens (37.5%)" in out

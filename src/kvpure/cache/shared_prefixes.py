@@ -12,12 +12,10 @@ most hit tokens (length times requests), ties broken by the earliest request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
-from kvpure.cache.workload_input import WorkloadRequest
-
-__all__ = ["PREVIEW_TOKENS", "TOP_PREFIXES", "PrefixTally", "SharedPrefix"]
+__all__ = ["PREVIEW_TOKENS", "TOP_PREFIXES", "PrefixTally", "PromptHead", "SharedPrefix"]
 
 TOP_PREFIXES = 5
 """How many prefixes a report lists."""
@@ -46,26 +44,39 @@ class SharedPrefix:
         return self.length * self.requests
 
 
+@runtime_checkable
+class PromptHead(Protocol):
+    """What a tally reads of a request: where it was read and its first tokens."""
+
+    @property
+    def source(self) -> str: ...
+
+    def head_token_ids(self, count: int) -> tuple[int, ...]: ...
+
+
 class PrefixTally:
-    """Counts the requests served each hit prefix during one run (mutable, run-local)."""
+    """Counts the requests served each hit prefix during one run (mutable, run-local).
+
+    Only what a report shows is kept per prefix (its first request's place and
+    first tokens), never a request, so a streamed workload is not held.
+    """
 
     __slots__ = ("_seen",)
 
     def __init__(self) -> None:
-        self._seen: dict[object, list[int]] = {}
+        self._seen: dict[object, list[Any]] = {}
 
-    def add(self, index: int, hits: int, last_block_hash: object) -> None:
+    def add(self, index: int, hits: int, last_block_hash: object, request: PromptHead) -> None:
         """Request ``index`` was served ``hits`` tokens ending in the block ``last_block_hash``."""
         key = (hits, last_block_hash)
         entry = self._seen.get(key)
         if entry is None:
-            self._seen[key] = [hits, 1, index]
+            preview = request.head_token_ids(min(hits, PREVIEW_TOKENS))
+            self._seen[key] = [hits, 1, index, request.source, preview]
         else:
             entry[1] += 1
 
-    def top(
-        self, requests: Sequence[WorkloadRequest], count: int = TOP_PREFIXES
-    ) -> tuple[SharedPrefix, ...]:
+    def top(self, count: int = TOP_PREFIXES) -> tuple[SharedPrefix, ...]:
         """The ``count`` prefixes with the most hit tokens (ties: earliest first request)."""
         ranked = sorted(self._seen.values(), key=lambda e: (-e[0] * e[1], e[2]))[:count]
         return tuple(
@@ -73,8 +84,8 @@ class PrefixTally:
                 length=length,
                 requests=served,
                 first_request=first,
-                first_source=requests[first].source,
-                preview_token_ids=requests[first].prompt_token_ids[: min(length, PREVIEW_TOKENS)],
+                first_source=source,
+                preview_token_ids=preview,
             )
-            for length, served, first in ranked
+            for length, served, first, source, preview in ranked
         )

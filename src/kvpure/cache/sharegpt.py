@@ -34,9 +34,9 @@ __all__ = [
     "MAX_TOTAL_LEN",
     "MIN_LEN",
     "MAX_PROMPT_LEN",
+    "ShareGPTSampler",
     "ShareGPTWorkload",
     "is_sharegpt_entry",
-    "sharegpt_requests",
 ]
 
 MIN_LEN = 4
@@ -49,9 +49,10 @@ MAX_TOTAL_LEN = 2048
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGPTWorkload:
-    """The requests sampled from ShareGPT entries, and what was skipped."""
+    """How many ShareGPT entries were read, sampled and skipped."""
 
-    requests: tuple[WorkloadRequest, ...]
+    requests: int
+    """Requests sampled."""
     entries: int
     """Entries read (skipped ones included)."""
     skipped_short_conversations: int
@@ -78,31 +79,36 @@ def _turn_text(turn: object, where: str) -> str:
     return value
 
 
-def sharegpt_requests(
-    entries: list[tuple[str, object]], encoder: PromptEncoder | None
-) -> ShareGPTWorkload:
-    """The requests of ``entries`` (each named by where it was read, for errors)."""
-    requests: list[WorkloadRequest] = []
-    short = by_length = 0
-    for where, entry in entries:
+class ShareGPTSampler:
+    """Samples entries one at a time, as they are read (mutable; counts as it goes)."""
+
+    __slots__ = ("by_length", "encoder", "entries", "requests", "short")
+
+    def __init__(self, encoder: PromptEncoder | None) -> None:
+        self.encoder = encoder
+        self.entries = self.requests = self.short = self.by_length = 0
+
+    def take(self, where: str, entry: object) -> WorkloadRequest | None:
+        """The request of ``entry`` (named ``where`` in errors), or None when it is skipped."""
+        self.entries += 1
         if not isinstance(entry, dict):
             raise _field(where, type(entry).__name__, 'must be an object with "conversations"')
         turns = entry.get("conversations", [])
         if not isinstance(turns, list):
             raise _field(f"{where}.conversations", type(turns).__name__, "must be a list of turns")
         if len(turns) < 2:
-            short += 1
-            continue
+            self.short += 1
+            return None
         prompt = _turn_text(turns[0], f"{where}.conversations[0]")
         completion = _turn_text(turns[1], f"{where}.conversations[1]")
-        if encoder is None:
+        if self.encoder is None:
             raise _field(
                 f"{where}.conversations",
                 "text",
                 "needs a tokenizer: give --tokenizer PATH (a tokenizer.json or its model folder)",
             )
-        prompt_ids = encoder.encode_prompt(prompt)
-        output_len = len(encoder.encode_prompt(completion))
+        prompt_ids = self.encoder.encode_prompt(prompt)
+        output_len = len(self.encoder.encode_prompt(completion))
         prompt_len = len(prompt_ids)
         if (
             prompt_len < MIN_LEN
@@ -110,14 +116,16 @@ def sharegpt_requests(
             or prompt_len > MAX_PROMPT_LEN
             or prompt_len + output_len > MAX_TOTAL_LEN
         ):
-            by_length += 1
-            continue
-        requests.append(
-            WorkloadRequest(prompt_token_ids=prompt_ids, output_len=output_len, source=where)
+            self.by_length += 1
+            return None
+        self.requests += 1
+        return WorkloadRequest(prompt_token_ids=prompt_ids, output_len=output_len, source=where)
+
+    def counts(self) -> ShareGPTWorkload:
+        """The counts so far."""
+        return ShareGPTWorkload(
+            requests=self.requests,
+            entries=self.entries,
+            skipped_short_conversations=self.short,
+            skipped_by_length=self.by_length,
         )
-    return ShareGPTWorkload(
-        requests=tuple(requests),
-        entries=len(entries),
-        skipped_short_conversations=short,
-        skipped_by_length=by_length,
-    )

@@ -1,9 +1,11 @@
 """A prefix-cache workload analyzer: how many prompt tokens a KV cache of a given size hits.
 
 The workload is a list of requests (prompt token ids, an output length, an
-optional LoRA name and cache salt). It is driven through kvpure's exact
-replay of vLLM 0.26's KV cache manager (:class:`kvpure.cache.replay.CacheReplay`)
-with this concurrency model:
+optional LoRA name and cache salt; or the lines of a hash-id trace,
+:mod:`kvpure.cache.hash_trace`). It is driven through kvpure's exact replay of
+vLLM's KV cache manager (:class:`kvpure.cache.replay.CacheReplay`), for the
+release given as ``vllm_version`` (``PlannerSettings.vllm_version``), with
+this concurrency model:
 
 - requests are admitted in file order while fewer than ``max_num_seqs`` run
   and the manager admits them (hit lookup, then ``allocate_slots`` for the
@@ -18,33 +20,46 @@ with this concurrency model:
 
 Hits are counted from the manager's prefix-cache stats of the lookup that
 admitted each request (vLLM's ``prefix_cache_queries`` / ``prefix_cache_hits``
-units: prompt tokens looked up and tokens hit). The unbounded figure re-runs
-the same workload with a pool so large that no cached block is ever evicted.
+units: prompt tokens looked up and tokens hit). The unbounded figure is the
+same workload on a cache that never evicts: counted from a set of the block
+hashes seen (:mod:`kvpure.cache.unbounded`) where that is exact, else
+replayed on a pool so large that no cached block is ever evicted.
+
+The workload is any re-iterable of requests (a tuple, or a file streamed
+again for each run, :mod:`kvpure.cli.workload_files`); a run holds the pool and
+the requests in flight only (:mod:`kvpure.cache.workload_server`).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from kvpure.cache.request import CacheRequest, RequestStatus
+from kvpure.cache.fleet import FleetResult
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
-from kvpure.cache.shared_prefixes import PrefixTally, SharedPrefix
-from kvpure.cache.trace import ReplaySettings
+from kvpure.cache.shared_prefixes import SharedPrefix
+from kvpure.cache.unbounded import seen_set_applies, seen_set_count
 from kvpure.cache.workload_input import WorkloadRequest, parse_request
-from kvpure.errors import InvalidFieldError
-from kvpure.hashing import HashRequest
+from kvpure.cache.workload_server import (
+    ServerRun,
+    WorkloadItem,
+    check_length,
+    make_request,
+    needs_tokens,
+)
 from kvpure.interop.planning import PlanningInput
 from kvpure.models.deployment import Deployment
 from kvpure.models.derive import derive_kv_cache_specs
 from kvpure.models.layout import ModelLayout
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
 __all__ = [
     "CONCURRENCY_MODEL",
     "RunResult",
+    "WorkloadItem",
     "WorkloadReport",
     "WorkloadRequest",
+    "WorkloadTotals",
     "analyze_workload",
     "parse_request",
     "replay_config",
@@ -52,6 +67,7 @@ __all__ = [
     "short_prefix_tokens",
     "unbounded_run",
     "workload_report",
+    "workload_totals",
 ]
 
 CONCURRENCY_MODEL = (
@@ -82,11 +98,21 @@ class RunResult:
     hits: int
     top_prefixes: tuple[SharedPrefix, ...] = ()
     """The most-hit prompt prefixes (:mod:`kvpure.cache.shared_prefixes`)."""
+    measured_requests: int = 0
+    """Requests admitted with a prefix-cache lookup."""
+    request_hit_rate_total: float = 0.0
+    """The sum over those requests of their own hits over queries."""
 
     @property
     def hit_rate(self) -> float:
-        """Hits over queries (0 without queries)."""
+        """Token-weighted: hits over queries, all requests together (0 without queries)."""
         return self.hits / self.queries if self.queries else 0.0
+
+    @property
+    def mean_request_hit_rate(self) -> float:
+        """aiperf's per-request average: the mean of each request's hits over its queries."""
+        measured = self.measured_requests
+        return self.request_hit_rate_total / measured if measured else 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +127,10 @@ class WorkloadReport:
     short_prefix_requests: int
     short_prefix_tokens: int
     """Tokens of prompts sharing a prefix shorter than a block with an earlier prompt."""
+    instances: int = 1
+    """Servers of the fleet runs (1: none)."""
+    fleet: tuple[FleetResult, ...] = ()
+    """The workload over ``instances`` servers of this pool, one run per routing policy."""
 
     @property
     def hits_lost_to_eviction(self) -> int:
@@ -108,17 +138,19 @@ class WorkloadReport:
         return self.unbounded.hits - self.actual.hits
 
 
-def _field(where: str, value: object, reason: str) -> InvalidFieldError:
-    return InvalidFieldError(field=where, value=value, reason=reason)
-
-
-def replay_config(layout: ModelLayout, deployment: Deployment) -> ReplayConfig:
-    """The manager's configuration for one deployment (whole prompts in one step)."""
+def replay_config(
+    layout: ModelLayout, deployment: Deployment, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> ReplayConfig:
+    """The manager's configuration for one deployment (whole prompts in one step), for
+    vLLM release ``vllm_version`` (``PlannerSettings.vllm_version``)."""
     derived = derive_kv_cache_specs(layout, deployment)
     settings = derived.settings
     batched = max(settings.max_num_batched_tokens, settings.max_model_len)
     settings = replace(
-        settings, max_num_batched_tokens=batched, max_num_encoder_input_tokens=batched
+        settings,
+        max_num_batched_tokens=batched,
+        max_num_encoder_input_tokens=batched,
+        vllm_version=normalize_vllm_version(vllm_version, field="--vllm"),
     )
     return replay_config_from_plan_input(
         PlanningInput(
@@ -129,119 +161,61 @@ def replay_config(layout: ModelLayout, deployment: Deployment) -> ReplayConfig:
     )
 
 
-def _check_lengths(requests: Sequence[WorkloadRequest], max_model_len: int) -> None:
-    for i, request in enumerate(requests):
-        total = len(request.prompt_token_ids) + max(request.output_len, 1)
-        if total > max_model_len:
-            raise _field(
-                f"{request.source or f'request {i + 1}'}.output_len",
-                f"{len(request.prompt_token_ids)} prompt + {request.output_len} output tokens",
-                f"must fit max_model_len ({max_model_len} tokens)",
-            )
-
-
 def run_workload(
-    requests: Sequence[WorkloadRequest],
+    requests: Iterable[WorkloadItem],
     config: ReplayConfig,
     max_num_seqs: int,
     progress: Callable[[int], None] | None = None,
+    *,
+    token_path: bool = False,
 ) -> RunResult:
     """Drive ``requests`` through a fresh manager under the module's concurrency model.
 
     ``progress`` is called with 1 after each request is admitted or skipped.
+    ``token_path`` hashes a hash-id trace's synthesized tokens instead of
+    deriving its block keys (the same counts, slower: the reference).
     """
-    from kvpure.cache.replay import CacheReplay
-
-    _check_lengths(requests, config.max_model_len)
-    engine = CacheReplay(config, ReplaySettings(log_stats=True, enable_kv_cache_events=False))
-    manager = engine.manager
-    running: deque[CacheRequest] = deque()
-    queries = hits = unservable = 0
-    tally = PrefixTally()
-    hash_block_size = config.hash_block_size
-
-    def finish_oldest() -> None:
-        oldest = running.popleft()
-        del engine.requests[oldest.request_id]
-        manager.free(oldest)
-
+    server = ServerRun(config, max_num_seqs)
+    scheme = server.scheme
+    size = config.hash_block_size
     for index, item in enumerate(requests):
-        request = CacheRequest(
-            request_id=str(index),
-            hash_request=HashRequest(
-                prompt_token_ids=item.prompt_token_ids,
-                lora_name=item.lora_name,
-                cache_salt=item.cache_salt,
-            ),
-            scheme=engine.scheme,
-            lora_int_id=1 if item.lora_name is not None else None,
-        )
-        engine.requests[request.request_id] = request
+        check_length(item, index, config.max_model_len)
+        tokens = token_path or needs_tokens(config)
+        request = make_request(index, item, scheme, size, token_path=tokens)
         if progress is not None:
             progress(1)
-        while True:
-            if len(running) >= max_num_seqs:
-                finish_oldest()
-                continue
-            outcome = engine.admit(request)
-            stats = manager.make_prefix_cache_stats()
-            if outcome.admitted:
-                if stats is not None:
-                    queries += stats.queries
-                    hits += stats.hits
-                    if stats.hits >= hash_block_size:
-                        last = request.block_hashes[stats.hits // hash_block_size - 1]
-                        tally.add(index, stats.hits, last)
-                break
-            if not running:
-                break
-            finish_oldest()
-        if request.status is not RequestStatus.RUNNING:
-            unservable += 1
-            del engine.requests[request.request_id]
-            continue
-        engine.run_pending(request)
-        running.append(request)
-        slots = item.output_len - 1
-        while slots > 0:
-            manager.new_step_starts()
-            new_blocks = manager.allocate_slots(
-                request, slots, num_lookahead_tokens=config.num_lookahead_tokens
-            )
-            if new_blocks is not None:
-                request.num_computed_tokens += slots
-                break
-            if len(running) == 1:
-                break  # alone and still short: its decode is cut (no preemption)
-            other = running.popleft()
-            if other is request:
-                running.appendleft(other)
-                break
-            del engine.requests[other.request_id]
-            manager.free(other)
+        server.submit(index, item, request)
+    return result_of(server)
+
+
+def result_of(server: ServerRun) -> RunResult:
+    """A finished server run's result."""
+    config = server.config
     return RunResult(
         num_blocks=config.kv_cache_config.num_blocks,
         block_size=config.block_size,
         hash_block_size=config.hash_block_size,
         enable_caching=config.enable_caching,
-        num_requests=len(requests),
-        num_unservable=unservable,
-        queries=queries,
-        hits=hits,
-        top_prefixes=tally.top(requests),
+        num_requests=server.requests,
+        num_unservable=server.unservable,
+        queries=server.queries,
+        hits=server.hits,
+        top_prefixes=server.tally.top(),
+        measured_requests=server.measured,
+        request_hit_rate_total=server.rate_total,
     )
 
 
-def short_prefix_tokens(requests: Sequence[WorkloadRequest], block_size: int) -> tuple[int, int]:
+def short_prefix_tokens(requests: Iterable[WorkloadItem], block_size: int) -> tuple[int, int]:
     """(requests, tokens) of prompts whose longest shared prefix with an earlier prompt
     (same LoRA and salt) is shorter than one block: those tokens can never hit."""
     seen: set[tuple[str | None, str | None, tuple[int, ...]]] = set()
     count = tokens = 0
     for request in requests:
-        ids = request.prompt_token_ids
+        ids = request.head_token_ids(block_size)
         key = (request.lora_name, request.cache_salt)
         shared = 0
-        for k in range(1, min(len(ids), block_size) + 1):
+        for k in range(1, len(ids) + 1):
             if (*key, ids[:k]) in seen:
                 shared = k
             else:
@@ -249,80 +223,126 @@ def short_prefix_tokens(requests: Sequence[WorkloadRequest], block_size: int) ->
         if 0 < shared < block_size:
             count += 1
             tokens += shared
-        for k in range(1, min(len(ids), block_size) + 1):
+        for k in range(1, len(ids) + 1):
             seen.add((*key, ids[:k]))
     return count, tokens
 
 
-def _unbounded_blocks(requests: Sequence[WorkloadRequest], config: ReplayConfig) -> int:
+def _unbounded_blocks(requests: Iterable[WorkloadItem], config: ReplayConfig) -> int:
     """A block count no run of ``requests`` can exhaust (so nothing cached is evicted)."""
     size = config.block_size
     extra = config.num_lookahead_tokens
-    per_group = sum(
-        -(-(len(r.prompt_token_ids) + r.output_len + extra) // size) + 1 for r in requests
-    )
+    per_group = sum(-(-(r.num_prompt_tokens + r.output_len + extra) // size) + 1 for r in requests)
     one_request = -(-config.max_model_len // size) + 1  # vLLM checks one full request fits
     return max(per_group, one_request) * len(config.kv_cache_config.kv_cache_groups) + 2
 
 
 def unbounded_run(
-    requests: Sequence[WorkloadRequest],
+    requests: Iterable[WorkloadItem],
     layout: ModelLayout,
     deployment: Deployment,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     progress: Callable[[int], None] | None = None,
+    *,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    replayed: bool = False,
+    token_path: bool = False,
 ) -> RunResult:
-    """The workload through a pool so large that nothing cached is ever evicted.
+    """The workload on a cache so large that nothing cached is ever evicted.
 
-    The pool follows ``deployment``'s model length and block sizes, not its memory.
+    The pool follows ``deployment``'s model length and block sizes, not its
+    memory. Counted from the seen block hashes where that is exact, unless
+    ``replayed`` asks for the replay on the unbounded pool (the reference).
     """
-    config = replay_config(layout, deployment)
+    config = replay_config(layout, deployment, vllm_version)
     big = replace(
         deployment,
         num_gpu_blocks_override=_unbounded_blocks(requests, config),
         max_model_len=config.max_model_len,
         auto_fit_max_model_len=False,
     )
-    return run_workload(requests, replay_config(layout, big), max_num_seqs, progress)
-
-
-def workload_report(
-    requests: Sequence[WorkloadRequest],
-    actual: RunResult,
-    unbounded: RunResult,
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
-) -> WorkloadReport:
-    """The report of ``requests`` from their actual and unbounded runs."""
-    count, tokens = (
-        short_prefix_tokens(requests, actual.hash_block_size) if actual.enable_caching else (0, 0)
+    big_config = replay_config(layout, big, vllm_version)
+    if replayed or not seen_set_applies(big_config):
+        return run_workload(requests, big_config, max_num_seqs, progress, token_path=token_path)
+    count = seen_set_count(requests, big_config, progress, scheme_config=config)
+    return RunResult(
+        num_blocks=big_config.kv_cache_config.num_blocks,
+        block_size=big_config.block_size,
+        hash_block_size=big_config.hash_block_size,
+        enable_caching=big_config.enable_caching,
+        num_requests=count.requests,
+        num_unservable=0,
+        queries=count.queries,
+        hits=count.hits,
+        measured_requests=count.measured,
+        request_hit_rate_total=count.rate_total,
     )
-    return WorkloadReport(
-        num_requests=len(requests),
-        prompt_tokens=sum(len(r.prompt_token_ids) for r in requests),
-        max_num_seqs=max_num_seqs,
-        actual=actual,
-        unbounded=unbounded,
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadTotals:
+    """What a report counts over the whole workload, whatever the pool."""
+
+    prompt_tokens: int
+    short_prefix_requests: int
+    short_prefix_tokens: int
+
+
+def workload_totals(
+    requests: Iterable[WorkloadItem], hash_block_size: int, enable_caching: bool
+) -> WorkloadTotals:
+    """The prompt tokens and the shorter-than-a-block shared prefixes of ``requests``."""
+    count, tokens = short_prefix_tokens(requests, hash_block_size) if enable_caching else (0, 0)
+    return WorkloadTotals(
+        prompt_tokens=sum(r.num_prompt_tokens for r in requests),
         short_prefix_requests=count,
         short_prefix_tokens=tokens,
     )
 
 
+def workload_report(
+    requests: Iterable[WorkloadItem],
+    actual: RunResult,
+    unbounded: RunResult,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    *,
+    totals: WorkloadTotals | None = None,
+) -> WorkloadReport:
+    """The report of ``requests`` from their actual and unbounded runs (``totals``: the
+    workload's :func:`workload_totals`, when already counted)."""
+    if totals is None:
+        totals = workload_totals(requests, actual.hash_block_size, actual.enable_caching)
+    return WorkloadReport(
+        num_requests=actual.num_requests,
+        prompt_tokens=totals.prompt_tokens,
+        max_num_seqs=max_num_seqs,
+        actual=actual,
+        unbounded=unbounded,
+        short_prefix_requests=totals.short_prefix_requests,
+        short_prefix_tokens=totals.short_prefix_tokens,
+    )
+
+
 def analyze_workload(
-    requests: Sequence[WorkloadRequest],
+    requests: Iterable[WorkloadItem],
     layout: ModelLayout,
     deployment: Deployment,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     *,
     unbounded: RunResult | None = None,
     progress: Callable[[int], None] | None = None,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
 ) -> WorkloadReport:
     """The workload at ``deployment``'s pool, against an unbounded pool.
 
+    ``requests`` is read once per run (a tuple, or a re-iterable stream).
     ``unbounded`` reuses an earlier unbounded run of the same workload and model
     (a memory sweep: the unbounded pool does not depend on the memory).
     """
-    config = replay_config(layout, deployment)
+    config = replay_config(layout, deployment, vllm_version)
     actual = run_workload(requests, config, max_num_seqs, progress)
     if unbounded is None:
-        unbounded = unbounded_run(requests, layout, deployment, max_num_seqs, progress)
+        unbounded = unbounded_run(
+            requests, layout, deployment, max_num_seqs, progress, vllm_version=vllm_version
+        )
     return workload_report(requests, actual, unbounded, max_num_seqs)

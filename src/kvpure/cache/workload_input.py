@@ -57,6 +57,15 @@ class WorkloadRequest:
     source: str = ""
     """Where the request was read (``"FILE line N"``), named in errors."""
 
+    @property
+    def num_prompt_tokens(self) -> int:
+        """Tokens in the prompt."""
+        return len(self.prompt_token_ids)
+
+    def head_token_ids(self, count: int) -> tuple[int, ...]:
+        """The prompt's first ``count`` tokens."""
+        return self.prompt_token_ids[:count]
+
 
 def _field(where: str, value: object, reason: str) -> InvalidFieldError:
     return InvalidFieldError(field=where, value=value, reason=reason)

@@ -10,10 +10,14 @@ model's chat template, as vLLM's chat API does). A ShareGPT dataset (a JSON
 array of {"conversations": [...]}, or one such object a line) is read as
 vLLM's benchmark reads it: first turn as prompt, second turn's token count as
 output length, its length filter applied (needs --tokenizer). A line may give
-"arrival_time" (seconds): requests are then admitted in arrival order. Each
-request is driven through kvpure's exact replay of vLLM 0.26's KV cache
-manager; requests are admitted in order while fewer than --max-num-seqs run and the manager admits
-them, each decodes its output at once, and when admission is refused the
+"arrival_time" (seconds): requests are then admitted in arrival order. A
+hash-id trace (Mooncake, aiperf, InferenceX: {"timestamp", "input_length",
+"output_length", "hash_ids"} a line) is read natively, each id a block of
+--trace-block-size tokens (512). The file is streamed, a line at a time.
+Each request is driven through kvpure's exact replay of the KV cache manager
+of the vLLM release --vllm names (default 0.34); requests are admitted in
+order while fewer than --max-num-seqs run and the manager admits them, each
+decodes its output at once, and when admission is refused the
 oldest running request finishes first (no preemption, no chunked prefill).
 
 The pool is planned as ``kvpure plan`` plans it: vLLM 0.26's serve defaults
@@ -27,6 +31,8 @@ the hits lost to eviction, and the shared-prefix tokens that cannot hit
 because they are shorter than a block. --sweep-memory re-runs per memory
 figure and draws the hit-rate curve (--plot FILE.png draws it as an image);
 --jobs N runs the figures in N processes; --json prints one JSON object.
+--instances N also splits the workload over N servers, routed by each
+--routing policy (round-robin, least-loaded, prefix-aware).
 A progress bar is drawn on standard error when it is a terminal (or with
 --progress).
 """
@@ -38,12 +44,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from kvpure.cache.fleet import MAX_INSTANCES, ROUTING_POLICIES, parse_routing
+from kvpure.cache.hash_trace import DEFAULT_TRACE_BLOCK_SIZE
 from kvpure.cache.workload import (
     CONCURRENCY_MODEL,
     DEFAULT_MAX_NUM_SEQS,
     RunResult,
     WorkloadReport,
 )
+from kvpure.cli.cache_fleet_report import fleet_to_json, format_fleet
 from kvpure.cli.cache_input_report import format_input, input_to_json
 from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
 from kvpure.cli.cache_prefix_report import Decoder, format_prefixes, prefixes_to_json
@@ -54,10 +63,12 @@ from kvpure.cli.peak_memory import peak_rss_bytes
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.progress import progress_bar
 from kvpure.cli.serve_options import SERVE_OPTIONS
+from kvpure.cli.vllm_option import add_vllm_argument
 from kvpure.cli.workload_files import parse_workload, read_workload
 from kvpure.errors import InvalidFieldError
 from kvpure.models.hf_cache import config_argument
 from kvpure.text.tokenizer import load_tokenizer
+from kvpure.versions import resolve_vllm_version
 
 __all__ = ["format_report", "parse_workload", "register", "report_to_json", "run"]
 
@@ -139,6 +150,25 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--progress", action="store_true", help="draw the progress bar even when not on a terminal"
     )
+    parser.add_argument(
+        "--trace-block-size",
+        metavar="N",
+        default=str(DEFAULT_TRACE_BLOCK_SIZE),
+        help="tokens per hash id of a hash-id trace (Mooncake 512, the default; InferenceX 64)",
+    )
+    parser.add_argument(
+        "--instances",
+        metavar="N",
+        default="1",
+        help="also split the workload over N servers of this pool (a fleet; default 1: none)",
+    )
+    parser.add_argument(
+        "--routing",
+        metavar="POLICY[,POLICY...]",
+        default=",".join(ROUTING_POLICIES),
+        help="the fleet's routing: round-robin, least-loaded, prefix-aware (default: all three)",
+    )
+    add_vllm_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
 
@@ -153,6 +183,7 @@ def _run_json(run: RunResult) -> dict[str, Any]:
         "prefix_cache_queries": run.queries,
         "prefix_cache_hits": run.hits,
         "hit_rate": round(run.hit_rate, 6),
+        "mean_request_hit_rate": round(run.mean_request_hit_rate, 6),
     }
 
 
@@ -168,6 +199,7 @@ def report_to_json(report: WorkloadReport, decode: Decoder | None = None) -> dic
         "short_prefix_requests": report.short_prefix_requests,
         "short_prefix_tokens": report.short_prefix_tokens,
         "top_shared_prefixes": prefixes_to_json(report.actual.top_prefixes, decode),
+        **({"fleet": fleet} if (fleet := fleet_to_json(report)) is not None else {}),
     }
 
 
@@ -179,8 +211,12 @@ def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
         f"KV cache:             {a.num_blocks - 1:,} blocks of {a.block_size} tokens "
         f"(+ the null block)",
         f"prefix-cache queries: {a.queries:,} tokens",
-        f"prefix-cache hits:    {a.hits:,} tokens ({a.hit_rate:.1%})",
-        f"unbounded cache:      {u.hits:,} tokens ({u.hit_rate:.1%}), the upper bound",
+        f"prefix-cache hits:    {a.hits:,} tokens ({a.hit_rate:.1%}), token-weighted: vLLM's "
+        f"prefix_cache_hits / prefix_cache_queries",
+        f"per-request average:  {a.mean_request_hit_rate:.1%} (aiperf's: the mean of each "
+        f"request's hits / queries)",
+        f"unbounded cache:      {u.hits:,} tokens ({u.hit_rate:.1%}; per-request average "
+        f"{u.mean_request_hit_rate:.1%}), the upper bound",
         f"lost to eviction:     {report.hits_lost_to_eviction:,} tokens",
         f"shorter than a block: {report.short_prefix_tokens:,} shared-prefix tokens in "
         f"{report.short_prefix_requests:,} request(s) cannot hit",
@@ -194,6 +230,9 @@ def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
     top = format_prefixes(report.actual.top_prefixes, decode)
     if top:
         lines.append(top)
+    fleet = format_fleet(report)
+    if fleet:
+        lines.append(fleet)
     lines.append(f"model: {CONCURRENCY_MODEL} (max_num_seqs {report.max_num_seqs})")
     return "\n".join(lines)
 
@@ -245,12 +284,20 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.plot is not None:
         check_plot_target(args.plot)
+    version = resolve_vllm_version(args.vllm)
+    block = parse_positive_int(args.trace_block_size, field="--trace-block-size")
     config = read_json(config_argument(args.model))
     encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
-    workload = read_workload(args.workload, encoder)
+    workload = read_workload(args.workload, encoder, trace_block_size=block)
     decode = encoder.decode if encoder is not None else None
     requests = workload.requests
-    sweep = SweepInput(requests, config, _options(args), seqs)
+    instances = parse_positive_int(args.instances, field="--instances")
+    if instances > MAX_INSTANCES:
+        raise InvalidFieldError(
+            field="--instances", value=instances, reason=f"must be at most {MAX_INSTANCES}"
+        )
+    routing = parse_routing(args.routing)
+    sweep = SweepInput(requests, config, _options(args), seqs, version, instances, routing)
     figures: list[str | None] = [None] if labels is None else list(labels)
     bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
     try:
@@ -264,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidFieldError(field="--kv-cache-memory", value=None, reason=report)
         if args.json:
             data = {
+                "vllm_version": version,
                 "concurrency_model": CONCURRENCY_MODEL,
                 "input": input_to_json(workload),
                 **report_to_json(report, decode),
@@ -271,7 +319,8 @@ def run(args: argparse.Namespace) -> int:
             }
             print(json.dumps(data, indent=2))
         else:
-            print("\n".join(filter(None, [format_input(workload), format_report(report, decode)])))
+            head = [f"vLLM:                 {version}", format_input(workload)]
+            print("\n".join(filter(None, [*head, format_report(report, decode)])))
         return 0
     named = [(str(label), r) for label, r in rows]
     if args.plot is not None:
@@ -280,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
         write_hit_rate_plot(served, args.plot, title=title)
     if args.json:
         data = {
+            "vllm_version": version,
             "concurrency_model": CONCURRENCY_MODEL,
             "input": input_to_json(workload),
             "sweep_memory": [
@@ -292,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
         }
         print(json.dumps(data, indent=2))
     else:
+        print(f"vLLM:                 {version}")
         if format_input(workload):
             print(format_input(workload))
         print(format_sweep(named))

@@ -14,18 +14,21 @@ figure.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from kvpure.cache.fleet import FleetResult, InstanceResult, run_fleet, run_round_robin_instance
 from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
-    WorkloadRequest,
+    WorkloadTotals,
     replay_config,
     run_workload,
     unbounded_run,
     workload_report,
+    workload_totals,
 )
+from kvpure.cache.workload_server import Workload
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.architectures import model_layout
@@ -34,6 +37,7 @@ from kvpure.models.deployment import Deployment
 from kvpure.models.errors import ModelConfigError
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.defaults import resolve_serve_settings
+from kvpure.versions import DEFAULT_VLLM_VERSION
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -48,22 +52,32 @@ SweepRow = tuple[str, WorkloadReport | str]
 class SweepInput:
     """What every run shares."""
 
-    requests: tuple[WorkloadRequest, ...]
+    requests: Workload
+    """The requests, iterated once per run (a tuple, or a stream read again each time)."""
     model_config: object
     """The parsed config.json."""
     options: Mapping[str, str]
     """The deployment options (``kv_cache_memory`` is set per figure)."""
     max_num_seqs: int
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The vLLM release answered for (normalised)."""
+    instances: int = 1
+    """Servers of a fleet (1: no fleet runs)."""
+    routing: tuple[str, ...] = ()
+    """The fleet's routing policies, each run separately."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Task:
     kind: str
-    """``actual``, ``unbounded`` (at ``index``) or ``first-unbounded`` (from ``index`` on)."""
+    """``actual``, ``unbounded`` (at ``index``), ``first-unbounded`` (from ``index`` on),
+    ``fleet`` (``policy`` at ``index``) or ``round-robin`` (its ``instance`` at ``index``)."""
     index: int
+    policy: str = ""
+    instance: int = 0
 
 
-_Outcome = RunResult | KVPureError | None
+_Outcome = RunResult | FleetResult | InstanceResult | KVPureError | None
 
 _shared: tuple[SweepInput, ModelLayout, tuple[str | None, ...]] | None = None
 
@@ -103,9 +117,17 @@ def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Ou
     for index in indexes:
         try:
             deployment = _deployment(sweep, layout, labels[index])
-            if task.kind == "actual":
-                return run_workload(requests, replay_config(layout, deployment), seqs, progress)
-            return unbounded_run(requests, layout, deployment, seqs, progress)
+            version = sweep.vllm_version
+            if task.kind in ("actual", "fleet", "round-robin"):
+                config = replay_config(layout, deployment, version)
+                if task.kind == "fleet":
+                    return run_fleet(requests, config, seqs, sweep.instances, task.policy, progress)
+                if task.kind == "round-robin":
+                    return run_round_robin_instance(
+                        requests, config, seqs, sweep.instances, task.instance, progress
+                    )
+                return run_workload(requests, config, seqs, progress)
+            return unbounded_run(requests, layout, deployment, seqs, progress, vllm_version=version)
         except KVPureError as err:
             if _fatal(err) or task.kind != "first-unbounded":
                 return err
@@ -122,14 +144,30 @@ def _unbounded_per_figure(sweep: SweepInput, labels: Sequence[str | None]) -> bo
 
 def count_runs(sweep: SweepInput, labels: Sequence[str | None]) -> int:
     """How many runs :func:`run_sweep` makes (each replays every request once)."""
-    return len(_tasks(len(labels), _unbounded_per_figure(sweep, labels)))
+    return len(_tasks(sweep, len(labels), _unbounded_per_figure(sweep, labels)))
 
 
-def _tasks(count: int, unbounded_per_figure: bool) -> list[_Task]:
+def _fleet_tasks(sweep: SweepInput, index: int) -> list[_Task]:
+    if sweep.instances <= 1:
+        return []
+    tasks: list[_Task] = []
+    for policy in sweep.routing:
+        if policy == "round-robin":  # independent instances: a task each
+            tasks += [_Task("round-robin", index, policy, i) for i in range(sweep.instances)]
+        else:
+            tasks.append(_Task("fleet", index, policy))
+    return tasks
+
+
+def _tasks(sweep: SweepInput, count: int, unbounded_per_figure: bool) -> list[_Task]:
     tasks = [_Task("actual", i) for i in range(count)]
+    fleets = [t for i in range(count) for t in _fleet_tasks(sweep, i)]
     if unbounded_per_figure:
-        return [t for i in range(count) for t in (tasks[i], _Task("unbounded", i))]
-    return [*tasks, _Task("first-unbounded", 0)]
+        return [
+            *(t for i in range(count) for t in (tasks[i], _Task("unbounded", i))),
+            *fleets,
+        ]
+    return [*tasks, _Task("first-unbounded", 0), *fleets]
 
 
 def _first_sentence(message: str) -> str:
@@ -153,7 +191,7 @@ def run_sweep(
     ``progress`` is called with the number of requests replayed since its last call.
     """
     labels = tuple(labels)
-    tasks = _tasks(len(labels), _unbounded_per_figure(sweep, labels))
+    tasks = _tasks(sweep, len(labels), _unbounded_per_figure(sweep, labels))
     outcomes: list[_Outcome]
     if jobs <= 1:
         _set_shared(sweep, labels)
@@ -197,6 +235,26 @@ def _advance(progress: Callable[[int], None], step: int) -> Callable[[Future[_Ou
     return done
 
 
+def _fleets(
+    sweep: SweepInput, index: int, tasks: list[_Task], outcomes: list[_Outcome]
+) -> tuple[FleetResult, ...]:
+    """The fleet runs of figure ``index``, one per policy in ``--routing`` order."""
+    found: dict[str, FleetResult] = {}
+    shares: dict[str, list[InstanceResult]] = {}
+    for task, outcome in zip(tasks, outcomes, strict=True):
+        if task.index != index or task.kind not in ("fleet", "round-robin"):
+            continue
+        if isinstance(outcome, KVPureError):
+            raise outcome
+        if isinstance(outcome, FleetResult):
+            found[task.policy] = outcome
+        elif isinstance(outcome, InstanceResult):
+            shares.setdefault(task.policy, []).append(outcome)
+    for policy, instances in shares.items():
+        found[policy] = FleetResult(policy=policy, instances=tuple(instances))
+    return tuple(found[p] for p in sweep.routing if p in found)
+
+
 def _rows(
     sweep: SweepInput,
     labels: tuple[str | None, ...],
@@ -212,9 +270,10 @@ def _rows(
             actual[task.index] = outcome
         elif task.kind == "unbounded":
             unbounded[task.index] = outcome
-        else:
+        elif task.kind == "first-unbounded":
             shared = outcome
     rows: list[tuple[str | None, WorkloadReport | str]] = []
+    totals: dict[tuple[int, bool], WorkloadTotals] = {}
     for index, label in enumerate(labels):
         run = actual[index]
         if isinstance(run, KVPureError):
@@ -225,7 +284,12 @@ def _rows(
         upper = unbounded.get(index, shared)
         if isinstance(upper, KVPureError):
             raise upper
-        if run is None or upper is None:
+        if not isinstance(run, RunResult) or not isinstance(upper, RunResult):
             raise RuntimeError("a served figure lacks a run")  # not reached: every task ran
-        rows.append((label, workload_report(sweep.requests, run, upper, sweep.max_num_seqs)))
+        key = (run.hash_block_size, run.enable_caching)
+        if key not in totals:
+            totals[key] = workload_totals(sweep.requests, *key)
+        report = workload_report(sweep.requests, run, upper, sweep.max_num_seqs, totals=totals[key])
+        fleet = _fleets(sweep, index, tasks, outcomes)
+        rows.append((label, replace(report, fleet=fleet, instances=sweep.instances)))
     return rows

@@ -1,129 +1,279 @@
-"""Reading a ``kvpure cache`` workload file: JSON lines of requests, or ShareGPT.
+"""Reading a ``kvpure cache`` workload file, streamed: JSON lines of requests, a hash-id
+trace, or ShareGPT.
 
 The format is told by the content:
 
-- a file whose text starts with ``[`` and parses as a JSON array holding an
-  object with ``conversations`` is a ShareGPT dataset
-  (:mod:`kvpure.cache.sharegpt`);
+- a file whose text starts with ``[`` is a JSON array: ShareGPT entries
+  (:mod:`kvpure.cache.sharegpt`), read one item at a time;
 - a JSON-lines file whose first non-blank line is an object with
   ``conversations`` is ShareGPT one entry a line;
+- one whose first line carries ``hash_ids`` is a hash-id trace (Mooncake,
+  aiperf, InferenceX: :mod:`kvpure.cache.hash_trace`);
 - anything else is one request a line (:mod:`kvpure.cache.workload_input`).
 
-Requests of a JSON-lines workload that give ``arrival_time`` are admitted in
+The file is read once, one line (or array item) at a time, and stops at the
+first bad one with an error naming it; each line is at most 64 MiB
+(:data:`kvpure.cache.json_stream.MAX_LINE_BYTES`), the file has no size
+limit. Each request is written to a spool as it is parsed
+(:mod:`kvpure.cache.workload_spool`), so memory does not grow with the file
+and the runs stream it again.
+
+Requests that give ``arrival_time`` (a trace: ``timestamp``) are admitted in
 arrival order (a stable sort: ties keep file order); either every line gives
 one or none does.
 """
 
 from __future__ import annotations
 
+import io
+import itertools
+import os
+import stat
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from pathlib import Path
+from typing import BinaryIO, Final
 
-from kvpure.cache.sharegpt import ShareGPTWorkload, is_sharegpt_entry, sharegpt_requests
-from kvpure.cache.workload_input import PromptEncoder, WorkloadRequest, parse_request
-from kvpure.cli.input_files import parse_json_text, read_input_bytes
+from kvpure.cache.hash_trace import DEFAULT_TRACE_BLOCK_SIZE, is_trace_line, parse_trace_line
+from kvpure.cache.json_stream import ByteReader, json_array_items, json_lines, parse_json_value
+from kvpure.cache.sharegpt import ShareGPTSampler, ShareGPTWorkload, is_sharegpt_entry
+from kvpure.cache.workload_input import PromptEncoder, parse_request
+from kvpure.cache.workload_server import WorkloadItem
+from kvpure.cache.workload_spool import WorkloadSpool, WorkloadStream
 from kvpure.errors import InvalidFieldError
 
-__all__ = ["MAX_WORKLOAD_BYTES", "WorkloadFile", "parse_workload", "read_workload"]
+__all__ = [
+    "MAX_TRACE_BLOCK_SIZE",
+    "WorkloadFile",
+    "parse_workload",
+    "read_workload",
+    "read_workload_from",
+]
 
-MAX_WORKLOAD_BYTES: Final = 1024 * 2**20
-"""Largest workload file read (ShareGPT_V3_unfiltered_cleaned_split.json is about 640 MiB)."""
+MAX_TRACE_BLOCK_SIZE: Final = 1 << 20
+"""Largest ``--trace-block-size``."""
+_SNIFF = 1 << 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadFile:
     """The requests of a workload file, in admission order, and how they were read."""
 
-    requests: tuple[WorkloadRequest, ...]
+    requests: WorkloadStream[WorkloadItem]
+    """Streamed from the spool each time it is iterated."""
     format: str
-    """``jsonl`` (one request a line), ``sharegpt`` (a JSON array) or ``sharegpt-jsonl``."""
+    """``jsonl`` (one request a line), ``hash-ids`` (a hash-id trace), ``sharegpt`` (a
+    JSON array) or ``sharegpt-jsonl``."""
     sharegpt: ShareGPTWorkload | None = None
     """The ShareGPT sampling's counts, for a ShareGPT file."""
+    arrival_order: bool = False
+    """Whether requests are admitted by their arrival times."""
+    trace_block_size: int | None = None
+    """Tokens per hash id, for a hash-id trace."""
+
+
+class _Prefixed:
+    """A byte stream with bytes already read put back in front."""
+
+    def __init__(self, prefix: bytes, rest: ByteReader) -> None:
+        self._head = io.BytesIO(prefix)
+        self._rest = rest
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._head.read(size)
+        if size < 0 or len(data) < size:
+            data += self._rest.read(-1 if size < 0 else size - len(data))
+        return data
+
+    def readline(self, size: int = -1, /) -> bytes:
+        line = self._head.readline(size)
+        if line.endswith(b"\n") or (size >= 0 and len(line) >= size):
+            return line
+        return line + self._rest.readline(-1 if size < 0 else size - len(line))
+
+
+def _first_byte(handle: ByteReader) -> tuple[bytes, int]:
+    """The bytes read to find the first non-whitespace byte, and that byte (-1: none)."""
+    seen = b""
+    while True:
+        chunk = handle.read(_SNIFF)
+        if not chunk:
+            return seen, -1
+        seen += chunk
+        body = seen[3:] if seen.startswith(b"\xef\xbb\xbf") else seen
+        stripped = body.lstrip(b" \t\r\n")
+        if stripped:
+            return seen, stripped[0]
+
+
+class _Arrivals:
+    """Every request gives an arrival time or none does."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.timed = 0
+        self.untimed_first = ""
+        self.count = 0
+
+    def check(self, arrival: float | None, source: str) -> None:
+        self.count += 1
+        if arrival is None:
+            if not self.untimed_first:
+                self.untimed_first = source
+        else:
+            self.timed += 1
+        if self.timed and self.untimed_first:
+            raise InvalidFieldError(
+                field=f"{self.untimed_first}.{self.key}",
+                value=None,
+                reason=f"is missing: give {self.key} on every line or on none",
+            )
 
 
 def _no_requests(path: str, reason: str) -> InvalidFieldError:
     return InvalidFieldError(field=path, value="", reason=reason)
 
 
-def _in_arrival_order(requests: list[WorkloadRequest]) -> tuple[WorkloadRequest, ...]:
-    timed = [r for r in requests if r.arrival_time is not None]
-    if not timed:
-        return tuple(requests)
-    if len(timed) != len(requests):
-        missing = next(r for r in requests if r.arrival_time is None)
-        raise InvalidFieldError(
-            field=f"{missing.source}.arrival_time",
-            value=None,
-            reason="is missing: give arrival_time on every line or on none",
-        )
-    return tuple(sorted(requests, key=lambda r: r.arrival_time or 0.0))
-
-
 def _sharegpt(
-    path: str, fmt: str, entries: list[tuple[str, object]], encoder: PromptEncoder | None
+    path: str,
+    fmt: str,
+    entries: Iterator[tuple[str, object]],
+    encoder: PromptEncoder | None,
+    spool: WorkloadSpool[WorkloadItem],
 ) -> WorkloadFile:
-    sampled = sharegpt_requests(entries, encoder)
-    if not sampled.requests:
+    sampler = ShareGPTSampler(encoder)
+    any_entry = False
+    for where, entry in entries:
+        any_entry = any_entry or is_sharegpt_entry(entry)
+        request = sampler.take(where, entry)
+        if request is not None:
+            spool.add(request)
+    counts = sampler.counts()
+    if not any_entry:
+        raise InvalidFieldError(
+            field=path,
+            value="a JSON array",
+            reason='holds no ShareGPT entry ({"conversations": [...]}); give one '
+            "request a line (JSON lines) or a ShareGPT array",
+        )
+    if not counts.requests:
         raise _no_requests(
             path,
-            f"holds no ShareGPT conversation vLLM's benchmark would send ({sampled.entries} "
-            f"entries: {sampled.skipped_short_conversations} with fewer than 2 turns, "
-            f"{sampled.skipped_by_length} outside its length filter)",
+            f"holds no ShareGPT conversation vLLM's benchmark would send ({counts.entries} "
+            f"entries: {counts.skipped_short_conversations} with fewer than 2 turns, "
+            f"{counts.skipped_by_length} outside its length filter)",
         )
-    return WorkloadFile(requests=sampled.requests, format=fmt, sharegpt=sampled)
+    return WorkloadFile(requests=spool.finish(), format=fmt, sharegpt=counts)
 
 
-def _whole_array(path: str, text: str) -> object:
-    """``text`` as one JSON value, or None when it is JSON lines (its first line parses)."""
+def _array_of_objects(handle: ByteReader, path: str) -> Iterator[tuple[str, object]]:
+    """The items of a ShareGPT array; an array whose first item is no object is read as a
+    JSON-lines file whose first line is not a request would be."""
+    items = json_array_items(handle, path)
+    for where, item in items:
+        if not isinstance(item, dict):
+            raise InvalidFieldError(
+                field=f"{path} line 1", value=type(item).__name__, reason="must be a JSON object"
+            )
+        yield where, item
+        yield from items
+        return
+
+
+def _parsed_lines(handle: ByteReader, path: str) -> Iterator[tuple[str, object]]:
+    for where, text in json_lines(handle, path):
+        yield where, parse_json_value(text, where)
+
+
+def _requests(
+    fmt: str,
+    lines: Iterator[tuple[str, object]],
+    encoder: PromptEncoder | None,
+    trace_block_size: int,
+    spool: WorkloadSpool[WorkloadItem],
+) -> WorkloadFile:
+    arrivals = _Arrivals("timestamp" if fmt == "hash-ids" else "arrival_time")
+    for where, data in lines:
+        item: WorkloadItem
+        if fmt == "hash-ids":
+            item = parse_trace_line(data, where, trace_block_size, spool.count)
+        else:
+            item = parse_request(data, where, encoder)
+        arrivals.check(item.arrival_time, where)
+        spool.add(item, item.arrival_time)
+    return WorkloadFile(
+        requests=spool.finish(),
+        format=fmt,
+        arrival_order=arrivals.timed > 0,
+        trace_block_size=trace_block_size if fmt == "hash-ids" else None,
+    )
+
+
+def read_workload_from(
+    path: str, handle: ByteReader, encoder: PromptEncoder | None, trace_block_size: int
+) -> WorkloadFile:
+    """The workload read from ``handle`` (named ``path``), one line or item at a time."""
+    if not 1 <= trace_block_size <= MAX_TRACE_BLOCK_SIZE:
+        raise InvalidFieldError(
+            field="--trace-block-size",
+            value=trace_block_size,
+            reason=f"must be an int in [1, {MAX_TRACE_BLOCK_SIZE}]",
+        )
+    seen, first = _first_byte(handle)
+    if first < 0:
+        raise _no_requests(path, "holds no requests (one JSON a line)")
+    stream = _Prefixed(seen, handle)
+    spool: WorkloadSpool[WorkloadItem] = WorkloadSpool()
     try:
-        return parse_json_text(path, text)
-    except InvalidFieldError as whole_error:
-        first = next(line for line in text.splitlines() if line.strip())
-        try:
-            parse_json_text(path, first)
-        except InvalidFieldError:
-            raise whole_error from None  # a JSON array spread over lines, and broken
-        return None
+        if first == ord("["):
+            return _sharegpt(path, "sharegpt", _array_of_objects(stream, path), encoder, spool)
+        lines = _parsed_lines(stream, path)
+        head = next(lines)
+        rest = itertools.chain([head], lines)
+        if is_sharegpt_entry(head[1]):
+            return _sharegpt(path, "sharegpt-jsonl", rest, encoder, spool)
+        fmt = "hash-ids" if is_trace_line(head[1]) else "jsonl"
+        return _requests(fmt, rest, encoder, trace_block_size, spool)
+    except BaseException:
+        spool.discard()
+        raise
 
 
-def parse_workload(path: str, text: str, encoder: PromptEncoder | None = None) -> WorkloadFile:
+def parse_workload(
+    path: str,
+    text: str,
+    encoder: PromptEncoder | None = None,
+    *,
+    trace_block_size: int = DEFAULT_TRACE_BLOCK_SIZE,
+) -> WorkloadFile:
     """The workload in ``text`` (read from ``path``); errors name the line or entry and field.
 
     ``encoder`` (a :class:`kvpure.text.LocalTokenizer`) encodes text prompts.
     """
-    if text.lstrip().startswith("["):
-        whole = _whole_array(path, text)
-        if isinstance(whole, list) and any(is_sharegpt_entry(e) for e in whole):
-            entries = [(f"{path}[{i}]", entry) for i, entry in enumerate(whole)]
-            return _sharegpt(path, "sharegpt", entries, encoder)
-        if isinstance(whole, list) and any(isinstance(e, dict) for e in whole):
-            raise InvalidFieldError(
-                field=path,
-                value="a JSON array",
-                reason='holds no ShareGPT entry ({"conversations": [...]}); give one '
-                "request a line (JSON lines) or a ShareGPT array",
-            )
-    lines = [
-        (f"{path} line {number}", line)
-        for number, line in enumerate(text.splitlines(), start=1)
-        if line.strip()
-    ]
-    if not lines:
-        raise _no_requests(path, "holds no requests (one JSON a line)")
-    parsed = [(where, parse_json_text(where, line)) for where, line in lines]
-    if is_sharegpt_entry(parsed[0][1]):
-        return _sharegpt(path, "sharegpt-jsonl", parsed, encoder)
-    requests = [parse_request(data, where, encoder) for where, data in parsed]
-    return WorkloadFile(requests=_in_arrival_order(requests), format="jsonl")
+    return read_workload_from(path, io.BytesIO(text.encode("utf-8")), encoder, trace_block_size)
 
 
-def read_workload(path: str, encoder: PromptEncoder | None) -> WorkloadFile:
-    """The workload at ``path`` (``-``: standard input), UTF-8, at most 1 GiB."""
-    data = read_input_bytes(path, MAX_WORKLOAD_BYTES)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
+def _open_regular(path: str) -> BinaryIO:
+    """``path`` opened for reading; a folder, FIFO or device is refused before it is opened
+    (opening a FIFO would wait for a writer)."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
         raise InvalidFieldError(
-            field=path, value=f"byte {err.start}", reason="is not UTF-8 text"
-        ) from None
-    return parse_workload(path, text, encoder)
+            field=path, value=kind, reason="must be a workload file (or - for standard input)"
+        )
+    return Path(path).open("rb")
+
+
+def read_workload(
+    path: str,
+    encoder: PromptEncoder | None,
+    *,
+    trace_block_size: int = DEFAULT_TRACE_BLOCK_SIZE,
+) -> WorkloadFile:
+    """The workload at ``path`` (``-``: standard input), UTF-8, streamed."""
+    if path == "-":
+        return read_workload_from(path, sys.stdin.buffer, encoder, trace_block_size)
+    with _open_regular(path) as handle:
+        return read_workload_from(path, handle, encoder, trace_block_size)
