@@ -117,10 +117,12 @@ def _closed_pipe() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python hashing path
+    if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python paths
+        from kvpure.free_queue import set_accelerated
         from kvpure.hashing.accelerator import set_enabled
 
         set_enabled(False)
+        set_accelerated(False)
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser(only=_command_named(words))
