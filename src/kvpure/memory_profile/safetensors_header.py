@@ -35,7 +35,11 @@ from kvpure.user_files import open_regular, read_regular_bytes
 
 __all__ = [
     "DTYPE_BYTES",
+    "MAX_FILE_TENSORS",
+    "MAX_FOLDER_TENSORS",
     "MAX_HEADER_BYTES",
+    "MAX_TENSOR_BYTES",
+    "MAX_TENSOR_DIMS",
     "CheckpointIndex",
     "TensorInfo",
     "read_checkpoint_index",
@@ -202,7 +206,7 @@ def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
         raise WeightFileError(path=shown, reason="header is not valid UTF-8 JSON") from None
     if not isinstance(header, dict):
         raise WeightFileError(path=shown, reason="header is not a JSON object")
-    if len(header) > MAX_FILE_TENSORS + 1:
+    if len(header) - ("__metadata__" in header) > MAX_FILE_TENSORS:
         raise WeightFileError(path=shown, reason=f"header lists over {MAX_FILE_TENSORS} tensors")
     data_bytes = file_bytes - 8 - length
     tensors = tuple(
