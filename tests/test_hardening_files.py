@@ -280,3 +280,13 @@ def test_a_normal_sharded_folder_still_reads(tmp_path: Path) -> None:
         tmp_path, {"a.safetensors": {"x": ("BF16", (2, 2))}, "b.safetensors": {"y": ("F32", (3,))}}
     )
     assert sorted(t.name for t in read_model_folder(tmp_path)) == ["x", "y"]
+
+
+def test_a_config_naming_a_trillion_experts_is_refused_at_once() -> None:
+    from kvpure.memory_profile.checkpoint_tensors import MAX_EXPERT_LAYERS, checkpoint_tensors
+    from kvpure.models.config import parse_model_config
+
+    config = json.loads((Path(__file__).parent.parent / "examples" / "llama3_8b.json").read_text())
+    config["num_local_experts"] = 10**12
+    with pytest.raises(InvalidFieldError, match=str(MAX_EXPERT_LAYERS)):
+        checkpoint_tensors(parse_model_config(config))
