@@ -244,7 +244,7 @@ class FreeKVCacheBlockQueue:
         linked before raising.
         """
         if type(blocks) is not list and type(blocks) is not tuple:
-            blocks = tuple(blocks)
+            blocks = self._read_batch(operation, blocks)
         links = _links
         if links is not None and links.link(self, before, after, blocks):
             self._num_free_blocks += len(blocks)
@@ -265,6 +265,16 @@ class FreeKVCacheBlockQueue:
         last.next_free_block = after
         after.prev_free_block = last
         self._num_free_blocks += len(blocks)
+
+    @staticmethod
+    def _read_batch(operation: str, blocks: object) -> tuple[KVCacheBlock, ...]:
+        """Any iterable of blocks, read to its end; a non-iterable is a typed error."""
+        if isinstance(blocks, KVCacheBlock) or not hasattr(blocks, "__iter__"):
+            raise KVPureTypeError(
+                f"{operation}: blocks must be an iterable of KVCacheBlock, "
+                f"got {type(blocks).__name__}"
+            )
+        return tuple(blocks)
 
     def _unlink_partial(
         self, before: KVCacheBlock, after: KVCacheBlock, last: KVCacheBlock
@@ -357,16 +367,23 @@ class FreeKVCacheBlockQueue:
         """Yield the free blocks after ``cursor`` (from the front when None), in order.
 
         As in vLLM, a cursor that is in no queue yields nothing. A cursor in a
-        different queue raises :class:`BlockInOtherQueueError`.
+        different queue raises :class:`BlockInOtherQueueError`, and one that is
+        not a block :class:`NotABlockError`, at the call (not at the first step).
         """
         root = self._root
         if cursor is None:
             block = root.next_free_block
+        elif not isinstance(cursor, KVCacheBlock):
+            raise NotABlockError(operation="iter_blocks_after", item=cursor)
         else:
             owner = cursor._queue
             if owner is not self and owner is not None:
                 raise self._foreign("iter_blocks_after", cursor)
             block = cursor.next_free_block
+        return self._walk_from(block)
+
+    def _walk_from(self, block: KVCacheBlock | None) -> Iterator[KVCacheBlock]:
+        root = self._root
         while block is not None and block is not root:
             yield block
             block = block.next_free_block
