@@ -13,6 +13,7 @@ from typing import Final
 
 from kvpure.errors import BlockHashAlreadySetError, InvalidFieldError, KVPureTypeError
 from kvpure.field_checks import check_int
+from kvpure.runtime_types import typed_init
 
 __all__ = ["MAX_BLOCK_ID", "KVCacheBlock", "KVCacheBlockCopy"]
 
@@ -187,6 +188,7 @@ class KVCacheBlock:
         )
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCacheBlockCopy:
     """Copy the contents of block ``src_block_id`` into block ``dst_block_id``."""

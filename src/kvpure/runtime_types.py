@@ -274,9 +274,25 @@ def typed(function: F) -> F:
     return typing.cast(F, wrapper)
 
 
+def _hints(function: Callable[..., object]) -> dict[str, object]:
+    """The resolved annotations; those that do not resolve (a name imported only for type
+    checking) are left unchecked rather than failing the call."""
+    try:
+        return typing.get_type_hints(function)
+    except Exception:  # an unresolvable name: check what resolves one by one
+        found: dict[str, object] = {}
+        namespace = getattr(function, "__globals__", {})
+        for name, hint in getattr(function, "__annotations__", {}).items():
+            try:
+                found[name] = eval(hint, namespace) if isinstance(hint, str) else hint
+            except Exception:  # unresolvable: not checked
+                continue
+        return found
+
+
 def _compile_function(function: Callable[..., object]) -> Callable[..., object]:
     signature = inspect.signature(function)
-    hints = typing.get_type_hints(function)
+    hints = _hints(function)
     owner = function.__qualname__
     checks = {
         name: (check, hints[name])

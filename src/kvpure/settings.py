@@ -30,8 +30,12 @@ PREFIX_CACHING_HASH_ALGOS: tuple[str, ...] = ("sha256", "sha256_cbor", "xxhash",
 """vLLM's ``prefix_caching_hash_algo`` values (``PrefixCachingHashAlgo``, vllm/config/cache.py)."""
 
 
+MAX_SETTING_INT = 2**40
+"""The largest integer setting accepted (as config.json's sizes and lengths)."""
+
+
 def _check_int(field: str, value: int, minimum: int) -> None:
-    check_int(field, value, minimum=minimum)
+    check_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
 
 
 @typed_init

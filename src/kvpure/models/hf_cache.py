@@ -50,6 +50,13 @@ _NAME: Final = re.compile(r"[A-Za-z0-9][\w.-]{0,95}")
 """One path part of an id, a revision or a ref's content: no separator, no leading dot."""
 
 
+def _require_str(field: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidFieldError(
+            field=field, value=type(value).__name__, reason="must be a string (a path or hub id)"
+        )
+
+
 def check_model_id(model: object) -> tuple[str, str, str]:
     """``(org, name, revision)`` of a hub id; a typed error for anything else.
 
@@ -76,6 +83,13 @@ def check_model_id(model: object) -> tuple[str, str, str]:
 def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """The Hugging Face hub cache folder ``huggingface_hub`` would use."""
     env = os.environ if env is None else env
+    if not isinstance(env, Mapping):
+        raise InvalidFieldError(
+            field="env", value=type(env).__name__, reason="must map variable names to strings"
+        )
+    for key in ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        if env.get(key) is not None and not isinstance(env.get(key), str):
+            raise InvalidFieldError(field=key, value=env.get(key), reason="must be a string path")
     if env.get("HF_HUB_CACHE"):
         return Path(env["HF_HUB_CACHE"]).expanduser()
     if env.get("HF_HOME"):
@@ -87,6 +101,7 @@ def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def is_model_id(text: str) -> bool:
     """Whether ``text`` is shaped like a hub id (``org/name``, optionally ``@REV``)."""
+    _require_str("text", text)
     return (
         _ID.match(text) is not None
         and not text.endswith(".json")
@@ -181,6 +196,7 @@ def config_argument(argument: str, env: Mapping[str, str] | None = None) -> str:
     a hub id that is no local path: its cached config.json; anything else:
     itself (reading it then fails naming it).
     """
+    _require_str("argument", argument)
     path = Path(argument)
     if path.is_dir() and not (path / "config.json").exists() and (path / "snapshots").is_dir():
         return str(_snapshot_config(path, "", argument))
