@@ -84,21 +84,25 @@ ql_popleft_n(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (block_type == NULL || n < 0 || !PyObject_TypeCheck(root, block_type)) {
         Py_RETURN_NONE;
     }
-    /* Walk first: n real blocks, each exactly a block with every slot set. */
+    /* Allocate first: the allocation may run the garbage collector, and so finalizers that
+     * could change the ring; nothing after the walk below calls back into Python code. */
+    PyObject *taken = PyList_New(n);
+    if (taken == NULL) {
+        return NULL;
+    }
+    /* Walk: n real blocks, each exactly a block with every slot set. */
     PyObject *node = SLOT(root, next_at);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (node == NULL || node == root || !is_block(node) || SLOT(node, next_at) == NULL ||
             SLOT(node, prev_at) == NULL || SLOT(node, queue_at) == NULL) {
+            Py_DECREF(taken);
             Py_RETURN_NONE;
         }
         node = SLOT(node, next_at);
     }
     if (node == NULL || (node != root && !is_block(node))) {
+        Py_DECREF(taken);
         Py_RETURN_NONE;
-    }
-    PyObject *taken = PyList_New(n);
-    if (taken == NULL) {
-        return NULL;
     }
     /* Old slot values are released at the end, each block being owned by `taken` by then. */
     PyObject *small[3 * SMALL_BATCH + 2];
