@@ -34,11 +34,15 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import kvpure.free_queue as free_queue
-from bench.bench_free_queue_vllm import load_vllm_queue
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
+
+if __package__ in (None, ""):  # run as a script (make bench): the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.bench_free_queue_vllm import load_vllm_queue  # after the path fix
 
 # ---------------------------------------------------------------------------
 # BASELINE: vLLM's block and queue algorithm (0.26.0), written anew
