@@ -1,4 +1,5 @@
-"""The optional C accelerator of kvpure's prompt hashing (metadata lives in pyproject.toml).
+"""The optional C accelerators of kvpure's prompt hashing and of the free block queue's batch
+operations (``kvpure._queue_links``; metadata lives in pyproject.toml).
 
 ``kvpure.hashing._chain`` is built where a C compiler, the Python headers and OpenSSL's
 headers (libssl-dev) are present; ``optional=True`` lets the install go on without it, and
@@ -28,6 +29,19 @@ setup(
                 "-Wno-unused-parameter",
             ],
             optional=True,
-        )
+        ),
+        Extension(
+            "kvpure._queue_links",
+            sources=["src/kvpure/csrc/queue_links.c"],
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-fvisibility=hidden",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+            ],
+            optional=True,
+        ),
     ]
 )

@@ -1,13 +1,17 @@
-"""Benchmark: kvpure's free block queue against a BASELINE built the way vLLM builds it.
+"""Benchmark: kvpure's free block queue against vLLM's own (the BASELINE).
 
-BASELINE (below, written anew): vLLM's own algorithm. Blocks are
+BASELINE: vLLM's ``KVCacheBlock`` and ``FreeKVCacheBlockQueue``, imported
+from an installed vLLM, else compiled unchanged from a vLLM release's own
+source file (``bench_free_queue_vllm.py``: $KVPURE_VLLM_SOURCE, default
+/work/vllm/0.26.0), else the copy below, written anew: vLLM's own algorithm. Blocks are
 ``@dataclass(slots=True)`` objects with intrusive ``prev_free_block`` /
 ``next_free_block`` links, and the queue has a fake head and a fake tail
 sentinel block (block_id -1). Its checks are vLLM's (None checks and asserts);
 it does not detect double appends or blocks of another queue.
 
 kvpure: ``kvpure.free_queue`` (a one-sentinel ring, an owner slot per block,
-every misuse detected).
+every misuse detected), with its C batch helper (``kvpure._queue_links``)
+where built, and again on its pure-Python path (the "pure" column).
 
 Each line prints the kvpure figure, the baseline figure and kvpure/baseline:
 for operations that is the time ratio (ops/s are printed; ratio = baseline
@@ -17,7 +21,7 @@ a shared machine count less), with the garbage collector off in timed sections
 as ``timeit`` does; each figure is the best of 7 rounds (2 for 10M
 blocks), the two implementations taking turns so both see the same load.
 
-Run: ``python bench/bench_free_queue.py`` (``--quick`` for a smaller run).
+Run: ``python -m bench.bench_free_queue`` (``--quick`` for a smaller run).
 """
 
 from __future__ import annotations
@@ -30,9 +34,15 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+import kvpure.free_queue as free_queue
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
+
+if __package__ in (None, ""):  # run as a script (make bench): the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.bench_free_queue_vllm import load_vllm_queue  # after the path fix
 
 # ---------------------------------------------------------------------------
 # BASELINE: vLLM's block and queue algorithm (0.26.0), written anew
@@ -163,10 +173,22 @@ class Impl:
     name: str
     block: Callable[[int], Any]
     queue: Callable[[list[Any]], Any]
+    accelerated: bool = True
+
+
+def _baseline() -> tuple[str, Impl]:
+    found = load_vllm_queue()
+    if found is None:
+        label = "vLLM's algorithm written anew on dataclass(slots) blocks (vLLM not found)"
+        return label, Impl(name="baseline", block=BaselineBlock, queue=BaselineQueue)
+    label, block, queue = found
+    return label, Impl(name="baseline", block=block, queue=queue)
 
 
 KVPURE = Impl(name="kvpure", block=KVCacheBlock, queue=FreeKVCacheBlockQueue)
-BASELINE = Impl(name="baseline", block=BaselineBlock, queue=BaselineQueue)
+KVPURE_PURE = Impl(
+    name="kvpure-pure", block=KVCacheBlock, queue=FreeKVCacheBlockQueue, accelerated=False
+)
 
 
 def _timed(run: Callable[[], object]) -> float:
@@ -187,6 +209,14 @@ def _fresh(impl: Impl, n: int) -> tuple[list[Any], Any]:
 
 def bench_ops(impl: Impl, n: int, best: dict[str, float]) -> None:
     """One round of every operation; keeps the best seconds per operation in ``best``."""
+    free_queue.set_accelerated(impl.accelerated)
+    try:
+        _bench_ops(impl, n, best)
+    finally:
+        free_queue.set_accelerated(True)
+
+
+def _bench_ops(impl: Impl, n: int, best: dict[str, float]) -> None:
     rng = random.Random(0)
     middle = rng.sample(range(n // 4, 3 * n // 4), n // 10)
 
@@ -268,14 +298,16 @@ def build_bytes(impl: Impl, n: int) -> int:
     return held_bytes
 
 
-def _rows() -> Iterator[tuple[str, str, str, float]]:
+def _rows(baseline: Impl) -> Iterator[tuple[str, str, str, float]]:
     quick = "--quick" in sys.argv
     n = QUEUE_BLOCKS // 10 if quick else QUEUE_BLOCKS
     ours: dict[str, float] = {}
+    pure: dict[str, float] = {}
     theirs: dict[str, float] = {}
-    for _ in range(ROUNDS):  # interleaved, so both see the same machine load
+    for _ in range(ROUNDS):  # interleaved, so all see the same machine load
         bench_ops(KVPURE, n, ours)
-        bench_ops(BASELINE, n, theirs)
+        bench_ops(KVPURE_PURE, n, pure)
+        bench_ops(baseline, n, theirs)
     for name, seconds in ours.items():
         yield (
             f"{name} on {n:,} blocks (ops/s)",
@@ -283,13 +315,19 @@ def _rows() -> Iterator[tuple[str, str, str, float]]:
             f"{1 / theirs[name]:,.0f}",
             seconds / theirs[name],
         )
+        yield (
+            "  the same, pure-Python path (ops/s)",
+            f"{1 / pure[name]:,.0f}",
+            f"{1 / theirs[name]:,.0f}",
+            pure[name] / theirs[name],
+        )
     for size, rounds in ((n, ROUNDS), (10 * n, 2)):
         our_s = their_s = float("inf")
         for _ in range(rounds):  # interleaved too
             our_s = min(our_s, build_seconds(KVPURE, size))
-            their_s = min(their_s, build_seconds(BASELINE, size))
+            their_s = min(their_s, build_seconds(baseline, size))
         our_bytes = build_bytes(KVPURE, size)
-        their_bytes = build_bytes(BASELINE, size)
+        their_bytes = build_bytes(baseline, size)
         yield (
             f"build {size:,} blocks + queue (s)",
             f"{our_s:.3f}",
@@ -305,14 +343,14 @@ def _rows() -> Iterator[tuple[str, str, str, float]]:
 
 
 def main() -> None:
-    print(
-        f"Python {sys.version.split()[0]}; BASELINE = vLLM's algorithm on dataclass(slots) blocks"
-    )
+    label, baseline = _baseline()
+    print(f"Python {sys.version.split()[0]}; BASELINE = {label}")
+    print(f"kvpure's C batch helper: {'built' if free_queue.accelerated() else 'not built'}")
     header = f"| {'measure':<42} | {'kvpure':>12} | {'baseline':>12} | {'kvpure/baseline':>15} |"
     print(header)
     print("|" + "|".join("-" * (len(cell) + 0) for cell in header.split("|")[1:-1]) + "|")
-    for label, ours, theirs, ratio in _rows():
-        print(f"| {label:<42} | {ours:>12} | {theirs:>12} | {ratio:>15.2f} |", flush=True)
+    for row, ours, theirs, ratio in _rows(baseline):
+        print(f"| {row:<42} | {ours:>12} | {theirs:>12} | {ratio:>15.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ With decode context parallelism (DCP) a manager block holds
 ``block_size * dcp_world_size`` consecutive token positions, dealt out to the
 ranks in runs of ``cp_kv_cache_interleave_size`` tokens; each rank stores only
 its own tokens, and every other token's slot is ``PAD_SLOT_ID``.
+
+Every public function checks its inputs at the boundary: sizes are ints in
+``[1, MAX_SIZE]`` (never ``bool``), block ids, positions and counts ints in
+``[0, MAX_INDEX]``, sequences lists, tuples or ranges of those; anything else
+is :class:`~kvpure.errors.InvalidFieldError` naming the argument.
 """
 
 from __future__ import annotations
@@ -32,10 +37,50 @@ from kvpure.field_checks import check_int
 
 PAD_SLOT_ID: Final[int] = -1
 """The slot of a padding token or of a token another DCP rank stores (vLLM's value)."""
+MAX_SIZE: Final = 2**31
+"""The largest block size, world size or per-request block count accepted."""
+MAX_INDEX: Final = 2**62
+"""The largest block id, token position or request index accepted."""
 
 
 def _require_positive(field: str, value: int) -> None:
-    check_int(field, value, minimum=1)
+    check_int(field, value, minimum=1, maximum=MAX_SIZE)
+
+
+def _ints(field: str, values: object, *, minimum: int = 0) -> Sequence[int]:
+    """``values`` if it is a list, tuple or range of ints in ``[minimum, MAX_INDEX]``."""
+    if isinstance(values, range):
+        if len(values) and (min(values) < minimum or max(values) > MAX_INDEX):
+            raise InvalidFieldError(
+                field=field, value=values, reason=f"must hold ints in [{minimum}, {MAX_INDEX}]"
+            )
+        return values
+    if not isinstance(values, list | tuple):
+        raise InvalidFieldError(
+            field=field, value=type(values).__name__, reason="must be a list or tuple of ints"
+        )
+    for index, value in enumerate(values):
+        if type(value) is not int or not minimum <= value <= MAX_INDEX:
+            check_int(f"{field}[{index}]", value, minimum=minimum, maximum=MAX_INDEX)
+    return values
+
+
+def _rows(field: str, rows: object) -> Sequence[Sequence[int]]:
+    if not isinstance(rows, list | tuple):
+        raise InvalidFieldError(
+            field=field, value=type(rows).__name__, reason="must be a list or tuple of rows"
+        )
+    for index, row in enumerate(rows):
+        _ints(f"{field}[{index}]", row)
+    return rows
+
+
+def _layout(layout: object) -> BlockTableLayout:
+    if not isinstance(layout, BlockTableLayout):
+        raise InvalidFieldError(
+            field="layout", value=type(layout).__name__, reason="must be a BlockTableLayout"
+        )
+    return layout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +115,7 @@ class BlockTableLayout:
                     ),
                 )
         _require_positive("dcp_world_size", self.dcp_world_size)
+        check_int("dcp_rank", self.dcp_rank, minimum=0)
         if not 0 <= self.dcp_rank < self.dcp_world_size:
             raise InvalidFieldError(
                 field="dcp_rank",
@@ -103,6 +149,7 @@ class BlockTableLayout:
 def map_to_kernel_blocks(block_ids: Sequence[int], blocks_per_kv_block: int) -> tuple[int, ...]:
     """Expand manager block ids into kernel block ids: ``b -> b*k + 0, ..., b*k + k-1``."""
     _require_positive("blocks_per_kv_block", blocks_per_kv_block)
+    _ints("block_ids", block_ids)
     k = blocks_per_kv_block
     return tuple(b * k + j for b in block_ids for j in range(k))
 
@@ -110,7 +157,7 @@ def map_to_kernel_blocks(block_ids: Sequence[int], blocks_per_kv_block: int) -> 
 def block_table_width(max_num_blocks_per_req: int, layout: BlockTableLayout) -> int:
     """Columns of the block table: manager blocks per request times kernel blocks each."""
     _require_positive("max_num_blocks_per_req", max_num_blocks_per_req)
-    return max_num_blocks_per_req * layout.blocks_per_kv_block
+    return max_num_blocks_per_req * _layout(layout).blocks_per_kv_block
 
 
 def block_table_rows(
@@ -124,6 +171,10 @@ def block_table_rows(
     With ``max_num_blocks_per_req`` set, a request holding more manager
     blocks than a row can take raises :class:`BlockTableRowOverflowError`.
     """
+    _rows("block_ids_per_request", block_ids_per_request)
+    _layout(layout)
+    if max_num_blocks_per_req is not None:
+        _require_positive("max_num_blocks_per_req", max_num_blocks_per_req)
     rows = []
     for index, ids in enumerate(block_ids_per_request):
         if max_num_blocks_per_req is not None and len(ids) > max_num_blocks_per_req:
@@ -141,8 +192,12 @@ def slot_for_position(kernel_row: Sequence[int], position: int, layout: BlockTab
 
     ``kernel_row`` is the request's block-table row (kernel block ids).
     """
-    if position < 0:
-        raise InvalidFieldError(field="position", value=position, reason="must be >= 0")
+    check_int("position", position, minimum=0, maximum=MAX_INDEX)
+    return _slot(_ints("kernel_row", kernel_row), position, _layout(layout))
+
+
+def _slot(kernel_row: Sequence[int], position: int, layout: BlockTableLayout) -> int:
+    """:func:`slot_for_position` on checked inputs."""
     interleave = layout.cp_kv_cache_interleave_size
     dcp = layout.dcp_world_size
     kernel_bs = layout.resolved_kernel_block_size
@@ -175,6 +230,12 @@ def compute_slot_mapping(
     ``max_num_batched_tokens``) the result is padded with ``PAD_SLOT_ID`` to
     that length.
     """
+    _rows("kernel_rows", kernel_rows)
+    _ints("req_indices", req_indices)
+    _ints("positions", positions)
+    _layout(layout)
+    if num_slots is not None:
+        check_int("num_slots", num_slots, minimum=0, maximum=MAX_SIZE)
     if len(req_indices) != len(positions):
         raise InvalidFieldError(
             field="positions",
@@ -195,7 +256,7 @@ def compute_slot_mapping(
                 value=req,
                 reason=f"must index one of the {len(kernel_rows)} block-table rows",
             )
-        slots.append(slot_for_position(kernel_rows[req], pos, layout))
+        slots.append(_slot(kernel_rows[req], pos, layout))
     if num_slots is not None:
         slots.extend([PAD_SLOT_ID] * (num_slots - len(slots)))
     return tuple(slots)
@@ -207,6 +268,14 @@ def batch_token_positions(
     """``(req_indices, positions)`` of a batch in which request ``r`` schedules
     ``num_scheduled_tokens[r]`` tokens after its first ``num_computed_tokens[r]``.
     """
+    _ints("num_computed_tokens", num_computed_tokens, minimum=-MAX_INDEX)
+    _ints("num_scheduled_tokens", num_scheduled_tokens, minimum=-MAX_INDEX)
+    if sum(num_scheduled_tokens) > MAX_SIZE:
+        raise InvalidFieldError(
+            field="num_scheduled_tokens",
+            value=sum(num_scheduled_tokens),
+            reason=f"schedules over {MAX_SIZE} tokens in one batch",
+        )
     if len(num_computed_tokens) != len(num_scheduled_tokens):
         raise InvalidFieldError(
             field="num_scheduled_tokens",
@@ -258,6 +327,20 @@ def select_common_block_size(
     every backend supports; otherwise :class:`NoCommonKernelBlockSizeError`.
     """
     _require_positive("kv_manager_block_size", kv_manager_block_size)
+    if not isinstance(backends, list | tuple):
+        raise InvalidFieldError(
+            field="backends", value=type(backends).__name__, reason="must be a list or tuple"
+        )
+    for index, sizes in enumerate(backends):
+        if not isinstance(sizes, list | tuple):
+            raise InvalidFieldError(
+                field=f"backends[{index}]",
+                value=type(sizes).__name__,
+                reason="must be a list or tuple of sizes and MultipleOf",
+            )
+        for size in sizes:
+            if not isinstance(size, MultipleOf):
+                _require_positive(f"backends[{index}] size", size)
     if all(_supports(sizes, kv_manager_block_size) for sizes in backends):
         return kv_manager_block_size
     fixed = sorted({s for sizes in backends for s in sizes if isinstance(s, int)}, reverse=True)

@@ -8,11 +8,20 @@ evict), ``append``/``append_n`` at the back, ``prepend_n([a, b])`` puts ``a``
 first. Unlike vLLM, misuse (popping too many, removing an unqueued block,
 adding a queued one, a block of another queue) is caught by one slot read and
 raises a typed error that leaves the queue and its blocks as they were.
+
+The batch operations (``popleft_n``, ``append_n``, ``prepend_n`` and the
+constructor) run in a small C helper (``kvpure._queue_links``) where it is
+built: it reads and writes the same slots as the Python statements, does the
+whole operation or nothing, and hands every input it does not handle (a
+non-block, a queued block, a repeat) to the pure-Python method, which stays
+the reference and raises the typed error. :func:`set_accelerated` switches
+it off (the CLI does under ``KVPURE_NO_EXTENSION=1``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from types import ModuleType
 from typing import Final
 
 from kvpure.errors import (
@@ -21,16 +30,51 @@ from kvpure.errors import (
     BlockNotQueuedError,
     FreeBlockQueueMisuseError,
     InvalidFieldError,
+    KVPureTypeError,
     NoFreeBlocksError,
     NotABlockError,
     NotEnoughFreeBlocksError,
 )
 from kvpure.kv_cache_block import KVCacheBlock, KVCacheBlockCopy
 
-__all__ = ["FreeKVCacheBlockQueue", "KVCacheBlock", "KVCacheBlockCopy"]
+__all__ = [
+    "FreeKVCacheBlockQueue",
+    "KVCacheBlock",
+    "KVCacheBlockCopy",
+    "accelerated",
+    "set_accelerated",
+]
 
 # The owner slot of a queue's sentinel: no queue operation accepts the sentinel.
 _SENTINEL_OWNER: Final = object()
+
+
+def _load_links() -> ModuleType | None:
+    try:
+        from kvpure import _queue_links
+    except ImportError:  # not built: the pure-Python methods run
+        return None
+    slots = vars(KVCacheBlock)
+    _queue_links.configure(
+        KVCacheBlock, slots["prev_free_block"], slots["next_free_block"], slots["_queue"]
+    )
+    return _queue_links
+
+
+_BUILT: Final = _load_links()
+_links: ModuleType | None = _BUILT
+
+
+def accelerated() -> bool:
+    """Whether the batch operations run through the C helper (built and not switched off)."""
+    return _links is not None
+
+
+def set_accelerated(enabled: bool) -> bool:
+    """Switch the C helper on or off for this process; returns whether it is now in use."""
+    global _links  # the one process-wide switch
+    _links = _BUILT if enabled else None
+    return _links is not None
 
 
 def _new_sentinel() -> KVCacheBlock:
@@ -100,10 +144,26 @@ class FreeKVCacheBlockQueue:
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
         """Take the ``n`` front blocks, front first."""
+        if type(n) is not int:
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise KVPureTypeError(
+                    f"popleft_n: n must be an int, got {type(n).__name__} {n!r:.40}"
+                )
+            n = int(n)
         if n > self._num_free_blocks or n < 0:
             if n < 0:
                 raise InvalidFieldError(field="n", value=n, reason="pop zero or more blocks")
             raise NotEnoughFreeBlocksError(num_requested=n, num_free_blocks=self._num_free_blocks)
+        links = _links
+        if links is not None:
+            done: list[KVCacheBlock] | None = links.popleft_n(self._root, n)
+            if done is not None:
+                self._num_free_blocks -= n
+                return done
+        return self._popleft_n_pure(n)
+
+    def _popleft_n_pure(self, n: int) -> list[KVCacheBlock]:
+        """:meth:`popleft_n` in Python, ``0 <= n <= num_free_blocks`` checked (the reference)."""
         root = self._root
         taken = [root] * n
         block: KVCacheBlock = root.next_free_block  # type: ignore[assignment]  # the ring is closed
@@ -184,7 +244,11 @@ class FreeKVCacheBlockQueue:
         linked before raising.
         """
         if type(blocks) is not list and type(blocks) is not tuple:
-            blocks = tuple(blocks)
+            blocks = self._read_batch(operation, blocks)
+        links = _links
+        if links is not None and links.link(self, before, after, blocks):
+            self._num_free_blocks += len(blocks)
+            return
         last = before
         try:
             for block in blocks:
@@ -201,6 +265,16 @@ class FreeKVCacheBlockQueue:
         last.next_free_block = after
         after.prev_free_block = last
         self._num_free_blocks += len(blocks)
+
+    @staticmethod
+    def _read_batch(operation: str, blocks: object) -> tuple[KVCacheBlock, ...]:
+        """Any iterable of blocks, read to its end; a non-iterable is a typed error."""
+        if isinstance(blocks, KVCacheBlock) or not hasattr(blocks, "__iter__"):
+            raise KVPureTypeError(
+                f"{operation}: blocks must be an iterable of KVCacheBlock, "
+                f"got {type(blocks).__name__}"
+            )
+        return tuple(blocks)
 
     def _unlink_partial(
         self, before: KVCacheBlock, after: KVCacheBlock, last: KVCacheBlock
@@ -293,16 +367,23 @@ class FreeKVCacheBlockQueue:
         """Yield the free blocks after ``cursor`` (from the front when None), in order.
 
         As in vLLM, a cursor that is in no queue yields nothing. A cursor in a
-        different queue raises :class:`BlockInOtherQueueError`.
+        different queue raises :class:`BlockInOtherQueueError`, and one that is
+        not a block :class:`NotABlockError`, at the call (not at the first step).
         """
         root = self._root
         if cursor is None:
             block = root.next_free_block
+        elif not isinstance(cursor, KVCacheBlock):
+            raise NotABlockError(operation="iter_blocks_after", item=cursor)
         else:
             owner = cursor._queue
             if owner is not self and owner is not None:
                 raise self._foreign("iter_blocks_after", cursor)
             block = cursor.next_free_block
+        return self._walk_from(block)
+
+    def _walk_from(self, block: KVCacheBlock | None) -> Iterator[KVCacheBlock]:
+        root = self._root
         while block is not None and block is not root:
             yield block
             block = block.next_free_block

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import BlockHashAlreadySetError, InvalidFieldError, KVPureTypeError
+from kvpure.field_checks import check_int
+from kvpure.runtime_types import typed_init
 
-__all__ = ["KVCacheBlock", "KVCacheBlockCopy"]
+__all__ = ["MAX_BLOCK_ID", "KVCacheBlock", "KVCacheBlockCopy"]
 
 
 class _NullTag:
@@ -26,6 +28,9 @@ class _NullTag:
 
 
 _NULL: Final = _NullTag()
+
+MAX_BLOCK_ID: Final = 2**62
+"""The largest block id accepted (pools are far smaller; an id must fit vLLM's int64 tensors)."""
 
 
 class KVCacheBlock:
@@ -66,8 +71,14 @@ class KVCacheBlock:
             raise KVPureTypeError(
                 f"KVCacheBlock {bad} must be an int, got {type(value).__name__} {value!r:.40}"
             )
-        if block_id < 0:
-            raise InvalidFieldError(field="block_id", value=block_id, reason="a block id is >= 0")
+        if not 0 <= block_id <= MAX_BLOCK_ID:
+            raise InvalidFieldError(
+                field="block_id", value=block_id, reason=f"a block id is in [0, {MAX_BLOCK_ID}]"
+            )
+        if ref_cnt < 0:
+            raise InvalidFieldError(
+                field="ref_cnt", value=ref_cnt, reason="a reference count is >= 0"
+            )
         self.block_id = block_id
         self.ref_cnt = ref_cnt
         self._hash_entry = None
@@ -89,6 +100,16 @@ class KVCacheBlock:
 
     def set_block_hash(self, block_hash: bytes, num_tokens: int | None = None) -> None:
         """Give the block its hash; a block holds one hash until ``reset_hash()``."""
+        if type(block_hash) is not bytes:
+            raise KVPureTypeError(
+                f"set_block_hash: block_hash must be bytes (a block hash with its group id), "
+                f"got {type(block_hash).__name__} {block_hash!r:.40}"
+            )
+        if num_tokens is not None and type(num_tokens) is not int:
+            raise KVPureTypeError(
+                f"set_block_hash: num_tokens must be an int or None, "
+                f"got {type(num_tokens).__name__} {num_tokens!r:.40}"
+            )
         entry = self._hash_entry
         if entry is not None:
             reason = (
@@ -133,6 +154,10 @@ class KVCacheBlock:
 
     @is_null.setter
     def is_null(self, value: bool) -> None:
+        if type(value) is not bool:
+            raise KVPureTypeError(
+                f"KVCacheBlock is_null must be a bool, got {type(value).__name__} {value!r:.40}"
+            )
         entry = self._hash_entry
         if value:
             if type(entry) is tuple:
@@ -163,6 +188,7 @@ class KVCacheBlock:
         )
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KVCacheBlockCopy:
     """Copy the contents of block ``src_block_id`` into block ``dst_block_id``."""
@@ -172,6 +198,4 @@ class KVCacheBlockCopy:
 
     def __post_init__(self) -> None:
         for name in ("src_block_id", "dst_block_id"):
-            value = getattr(self, name)
-            if value < 0:
-                raise InvalidFieldError(field=name, value=value, reason="a block id is >= 0")
+            check_int(name, getattr(self, name), minimum=0, maximum=MAX_BLOCK_ID)

@@ -27,9 +27,16 @@ AUTO_FIT_MAX_MODEL_LEN = -1
 MAMBA_CACHE_MODES: tuple[str, ...] = ("none", "align", "all")
 """vLLM's ``mamba_cache_mode`` values."""
 
+PREFIX_CACHING_HASH_ALGOS: tuple[str, ...] = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+"""vLLM's ``prefix_caching_hash_algo`` values (``PrefixCachingHashAlgo``, vllm/config/cache.py)."""
+
+
+MAX_SETTING_INT = 2**40
+"""The largest integer setting accepted (as config.json's sizes and lengths)."""
+
 
 def _check_int(field: str, value: int, minimum: int) -> None:
-    check_int(field, value, minimum=minimum)
+    check_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
 
 
 @typed_init
@@ -96,6 +103,12 @@ class PlannerSettings:
                 field="mamba_cache_mode",
                 value=self.mamba_cache_mode,
                 reason=f"must be one of {', '.join(MAMBA_CACHE_MODES)}",
+            )
+        if self.prefix_caching_hash_algo not in PREFIX_CACHING_HASH_ALGOS:
+            raise InvalidFieldError(
+                field="prefix_caching_hash_algo",
+                value=self.prefix_caching_hash_algo,
+                reason=f"must be one of {', '.join(PREFIX_CACHING_HASH_ALGOS)}",
             )
         _check_int("decode_context_parallel_size", self.decode_context_parallel_size, 1)
         _check_int("prefill_context_parallel_size", self.prefill_context_parallel_size, 1)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 import torch
 
+from kvpure.runtime_types import typed
 from kvpure.specs.kv_cache_config import KVCacheConfig
 from kvpure_gpu.errors import DeviceUnavailableError, PackedTensorMismatchError
 
@@ -47,6 +48,7 @@ class KVCacheBuffers:
         return self.buffers[self.layer_buffer_index[layer_name]]
 
 
+@typed
 def require_device(device: torch.device) -> None:
     """Raise :class:`DeviceUnavailableError` unless ``device``'s backend is available."""
     if device.type in ("cpu", "meta"):
@@ -57,6 +59,7 @@ def require_device(device: torch.device) -> None:
         raise DeviceUnavailableError(device=str(device))
 
 
+@typed
 def allocate_kv_cache_buffers(
     kv_cache_config: KVCacheConfig,
     device: DeviceLike = "cuda",

@@ -20,6 +20,7 @@ from kvpure.block_table import (
     block_table_width,
     compute_slot_mapping,
 )
+from kvpure.runtime_types import typed
 from kvpure_gpu.allocate import DeviceLike
 
 
@@ -32,6 +33,7 @@ class BatchBlockTables:
     layout: BlockTableLayout
 
 
+@typed
 def block_table_tensor(
     block_ids_per_request: Sequence[Sequence[int]],
     layout: BlockTableLayout,
@@ -50,6 +52,7 @@ def block_table_tensor(
     return torch.tensor(padded, dtype=torch.int32, device=device)
 
 
+@typed
 def slot_mapping_tensor(
     block_ids_per_request: Sequence[Sequence[int]],
     req_indices: Sequence[int],
@@ -65,6 +68,7 @@ def slot_mapping_tensor(
     return torch.tensor(slots, dtype=torch.int64, device=device)
 
 
+@typed
 def batch_block_tables(
     block_ids_per_request: Sequence[Sequence[int]],
     req_indices: Sequence[int],

@@ -11,6 +11,7 @@ from types import MappingProxyType
 
 import torch
 
+from kvpure.runtime_types import typed
 from kvpure.specs import KVDtype
 from kvpure_gpu.errors import UnsupportedDtypeError
 
@@ -28,6 +29,7 @@ _TO_TORCH = MappingProxyType(_build_table())
 _FROM_TORCH = MappingProxyType({v: k for k, v in _TO_TORCH.items()})
 
 
+@typed
 def to_torch_dtype(dtype: KVDtype) -> torch.dtype:
     """The ``torch.dtype`` of a ``KVDtype``."""
     try:
@@ -36,6 +38,7 @@ def to_torch_dtype(dtype: KVDtype) -> torch.dtype:
         raise UnsupportedDtypeError(dtype=str(dtype.value), direction="torch") from None
 
 
+@typed
 def from_torch_dtype(dtype: torch.dtype) -> KVDtype:
     """The ``KVDtype`` of a ``torch.dtype``."""
     try:

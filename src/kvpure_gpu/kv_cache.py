@@ -18,6 +18,7 @@ import torch
 
 from kvpure.block_table import BlockTableLayout, select_common_block_size
 from kvpure.errors import InvalidFieldError
+from kvpure.runtime_types import typed
 from kvpure.specs import (
     AttentionSpec,
     EncoderOnlyAttentionSpec,
@@ -112,6 +113,7 @@ class KVCache:
         )
 
 
+@typed
 def default_layout(spec: AttentionSpec, attention_layout: KVCacheLayout) -> KVCacheLayout:
     """MLA specs take the MLA layout; every other attention spec ``attention_layout``."""
     if isinstance(spec, (MLAAttentionSpec, SlidingWindowMLASpec)):
@@ -119,6 +121,7 @@ def default_layout(spec: AttentionSpec, attention_layout: KVCacheLayout) -> KVCa
     return attention_layout
 
 
+@typed
 def attention_geometry(
     layer_name: str, spec: AttentionSpec, layout: KVCacheLayout
 ) -> AttentionGeometry:
@@ -150,6 +153,7 @@ def attention_geometry(
     )
 
 
+@typed
 def mamba_geometry(layer_name: str, spec: MambaSpec) -> MambaGeometry:
     """What ``spec`` says about one page of a Mamba layer."""
     return MambaGeometry(
@@ -172,6 +176,7 @@ def _layer_specs(config: KVCacheConfig) -> list[tuple[str, int, KVCacheSpec]]:
     return out
 
 
+@typed
 def select_kernel_block_sizes(
     kv_cache_config: KVCacheConfig,
     *,
@@ -202,6 +207,7 @@ def select_kernel_block_sizes(
     return tuple(sizes)
 
 
+@typed
 def bind_kv_cache_views(
     kv_cache_config: KVCacheConfig,
     buffers: KVCacheBuffers,
@@ -290,6 +296,7 @@ def bind_kv_cache_views(
     )
 
 
+@typed
 def materialize_kv_cache(
     kv_cache_config: KVCacheConfig,
     device: DeviceLike = "cuda",

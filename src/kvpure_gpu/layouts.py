@@ -12,6 +12,9 @@ import enum
 from collections.abc import Sequence
 
 from kvpure.block_table import MultipleOf
+from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_int
+from kvpure.runtime_types import typed
 
 
 class KVCacheLayout(enum.Enum):
@@ -86,16 +89,26 @@ _STRIDE_ORDERS = {
 }
 
 
+@typed
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides (in elements) of ``shape``."""
+    for index, size in enumerate(shape):
+        check_int(f"shape[{index}]", size, minimum=0)
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * shape[i + 1]
     return tuple(strides)
 
 
+@typed
 def inverse_permutation(order: Sequence[int]) -> tuple[int, ...]:
     """``inv`` with ``inv[order[i]] == i`` (numpy's ``argsort`` of a permutation)."""
+    for index, axis in enumerate(order):
+        check_int(f"order[{index}]", axis, minimum=0)
+    if sorted(order) != list(range(len(order))):
+        raise InvalidFieldError(
+            field="order", value=list(order), reason=f"must be a permutation of 0..{len(order) - 1}"
+        )
     inv = [0] * len(order)
     for i, o in enumerate(order):
         inv[o] = i

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kvpure.runtime_types import typed
 from kvpure_gpu.errors import (
     KernelBlockSizeError,
     LayoutCannotExpressPageError,
@@ -90,6 +91,7 @@ def _require_aligned(layer_name: str, what: str, value_bytes: int, itemsize: int
         )
 
 
+@typed
 def effective_kernel_block_size(geometry: AttentionGeometry, kernel_block_size: int) -> int:
     """The kernel block size a layer's view is shaped with.
 
@@ -107,6 +109,7 @@ def effective_kernel_block_size(geometry: AttentionGeometry, kernel_block_size: 
     return kernel_block_size
 
 
+@typed
 def attention_view(
     raw: torch.Tensor,
     geometry: AttentionGeometry,
@@ -190,6 +193,7 @@ def attention_view(
     ).permute(*inv)
 
 
+@typed
 def mamba_state_views(
     raw: torch.Tensor, geometry: MambaGeometry, *, packing: Packing | None = None
 ) -> tuple[torch.Tensor, ...]:

@@ -4,11 +4,17 @@ Each subcommand lives in its own module and registers itself through
 ``register(subparsers)``. This module owns what every subcommand shares: the
 parser, and turning any input problem into one line on stderr and exit code 2
 (never a traceback).
+
+A command imports only what it runs: :data:`COMMANDS` names each
+subcommand's module and one-line help, so ``kvpure --help`` lists them all
+without importing any, and ``kvpure plan ...`` imports the plan module alone
+(the others appear as bare entries, for the usage line and its errors).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -17,17 +23,36 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from kvpure import __version__
-from kvpure.cli import (
-    cache_command,
-    cache_replay_command,
-    demo_command,
-    events_command,
-    hash_command,
-    plan_command,
-)
 from kvpure.errors import KVPureError
 
 EXIT_USAGE = 2
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    (
+        "plan",
+        "kvpure.cli.plan_command",
+        "plan the KV cache of a model (config.json + options) or of a vLLM planning case",
+    ),
+    ("hash", "kvpure.cli.hash_command", "print the block hashes vLLM computes for a request"),
+    ("events", "kvpure.cli.events_command", "decode or audit vLLM's KV event batches"),
+    (
+        "cache-replay",
+        "kvpure.cli.cache_replay_command",
+        "replay requests through vLLM 0.26's prefix cache, block for block",
+    ),
+    (
+        "cache",
+        "kvpure.cli.cache_command",
+        "analyze a workload's prefix-cache hits against a KV cache size",
+    ),
+    (
+        "demo",
+        "kvpure.cli.demo_command",
+        "explain the KV cache of a bundled model (examples/llama3_8b.json on 24 GiB)",
+    ),
+)
+"""Each subcommand: its name, the module whose ``register`` adds it, its one-line help
+(the same words the module gives ``add_parser``; a test holds them equal)."""
 
 
 class CommandLineError(Exception):
@@ -47,24 +72,37 @@ class _Parser(argparse.ArgumentParser):
         raise CommandLineError(f"{where}: {message}" if where else message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``kvpure`` parser with every subcommand registered."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``kvpure`` parser: every subcommand registered, or only the one named ``only``.
+
+    With ``only`` set, the other subcommands are bare entries (name and help)
+    and their modules are not imported.
+    """
     parser = _Parser(
         prog="kvpure",
         description="vLLM's KV-cache planning and block hashing, exactly and offline.",
     )
     parser.add_argument("--version", action="version", version=f"kvpure {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (
-        plan_command,
-        hash_command,
-        events_command,
-        cache_replay_command,
-        cache_command,
-        demo_command,
-    ):
-        module.register(sub)
+    for name, module, summary in COMMANDS:
+        if only is None or name == only:
+            importlib.import_module(module).register(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
+
+
+_LAZY = build_parser
+
+
+def _command_named(argv: Sequence[str]) -> str:
+    """The subcommand ``argv`` runs ("" for none: the top-level help, --version, a typo).
+
+    The top-level parser has options only before the command, so the first
+    word that is not an option is the command.
+    """
+    first = next((word for word in argv if not word.startswith("-")), "")
+    return first if any(first == name for name, _, _ in COMMANDS) else ""
 
 
 def _fail(message: str) -> int:
@@ -82,13 +120,18 @@ def _closed_pipe() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python hashing path
+    if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python paths
+        from kvpure.free_queue import set_accelerated
         from kvpure.hashing.accelerator import set_enabled
 
         set_enabled(False)
-    parser = build_parser()
+        set_accelerated(False)
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = parser.parse_args(argv)
+        builder = build_parser
+        # A caller that swapped in its own zero-argument build_parser gets it called as is.
+        parser = builder(only=_command_named(words)) if builder is _LAZY else builder()
+        args = parser.parse_args(words)
         if getattr(args, "run", None) is None:  # a bare ``kvpure``: the help, as git does
             parser.print_help(sys.stderr)
             return EXIT_USAGE

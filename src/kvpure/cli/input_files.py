@@ -6,7 +6,9 @@ error and exit code 2, never a traceback or an exhausted machine:
 
 - at most :data:`MAX_INPUT_BYTES` bytes;
 - at most :data:`MAX_JSON_DEPTH` levels of nesting;
-- integers of at most :data:`MAX_INT_DIGITS` digits (vLLM's sizes need 20).
+- integers of at most :data:`MAX_INT_DIGITS` digits (vLLM's sizes need 20);
+- regular files only: a named pipe or a device is refused at once
+  (:mod:`kvpure.user_files`), never waited on.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.user_files import open_regular
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "read_input_bytes", "read_json"]
 
@@ -36,9 +39,9 @@ def read_input_bytes(path: str, limit: int = MAX_INPUT_BYTES) -> bytes:
         data = sys.stdin.buffer.read(limit + 1)
     else:
         file = Path(path)
-        if file.is_dir():  # a downloaded model folder: its config.json
+        if "\0" not in path and file.is_dir():  # a downloaded model folder: its config.json
             file = file / "config.json"
-        with file.open("rb") as handle:
+        with open_regular(file, path) as handle:
             data = handle.read(limit + 1)
     if len(data) > limit:
         raise InvalidFieldError(

@@ -27,11 +27,20 @@ from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
 
-__all__ = ["QUANTIZATIONS", "checkpoint_tensors", "language_config", "parameter_count"]
+__all__ = [
+    "MAX_EXPERT_LAYERS",
+    "QUANTIZATIONS",
+    "checkpoint_tensors",
+    "language_config",
+    "parameter_count",
+]
 
 QUANTIZATIONS: Final = ("none", "fp8", "awq", "gptq", "nvfp4", "mxfp4")
 """Weight formats :func:`checkpoint_tensors` can lay out (vLLM's names)."""
 _GROUP: Final = 128
+MAX_EXPERT_LAYERS: Final = 2**16
+"""The most routed experts over all layers listed (real models: under 25,000), so that a
+config.json naming 10**12 experts is refused at once instead of listing them."""
 
 
 def language_config(config: HFConfig) -> HFConfig:
@@ -192,6 +201,12 @@ def checkpoint_tensors(config: HFConfig, *, quantization: str = "none") -> tuple
     layers = cfg.int_("num_hidden_layers", minimum=1)
     vocab = cfg.int_("vocab_size", minimum=1)
     gemma = cfg.str_("model_type", "").startswith("gemma")
+    if _num_experts(cfg) * layers > MAX_EXPERT_LAYERS:
+        raise InvalidFieldError(
+            field="config.json num_experts",
+            value=_num_experts(cfg),
+            reason=f"times {layers} layers lists over {MAX_EXPERT_LAYERS} expert MLPs",
+        )
     out = [TensorInfo(name="model.embed_tokens.weight", dtype=dt, shape=(vocab, h))]
     for index, kind in enumerate(_layer_kinds(cfg, layers)):
         p = f"model.layers.{index}"

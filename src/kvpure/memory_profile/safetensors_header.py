@@ -5,9 +5,14 @@ then ``N`` bytes of JSON: one entry per tensor with ``dtype``, ``shape`` and
 ``data_offsets`` ``[begin, end)`` into the data that follows, plus an optional
 ``__metadata__`` object. Only the header is read; its size is bounded
 (:data:`MAX_HEADER_BYTES`) and every entry is checked (known dtype,
-non-negative shape, offsets matching ``prod(shape) * itemsize``), so a damaged
-or hostile file raises :class:`~kvpure.memory_profile.errors.WeightFileError`
-naming the file and the tensor instead of hanging or exhausting memory.
+non-negative shape of at most :data:`MAX_TENSOR_DIMS` dimensions and
+:data:`MAX_TENSOR_BYTES` bytes, offsets matching ``prod(shape) * itemsize``
+and overlapping no other tensor's), at most :data:`MAX_FILE_TENSORS` tensors
+a file and :data:`MAX_FOLDER_TENSORS` a folder, regular files only, and shard
+names that are plain file names; shards that are the same file (links) are
+read once. A damaged or hostile file raises
+:class:`~kvpure.memory_profile.errors.WeightFileError` naming the file and the
+tensor instead of hanging or exhausting memory.
 
 ``model.safetensors.index.json`` gives ``metadata.total_size`` (the bytes of
 all tensors) and the ``weight_map`` from tensor name to shard file.
@@ -17,17 +22,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.errors import WeightFileError
+from kvpure.user_files import open_regular, read_regular_bytes
 
 __all__ = [
     "DTYPE_BYTES",
+    "MAX_FILE_TENSORS",
+    "MAX_FOLDER_TENSORS",
     "MAX_HEADER_BYTES",
+    "MAX_TENSOR_BYTES",
+    "MAX_TENSOR_DIMS",
     "CheckpointIndex",
     "TensorInfo",
     "read_checkpoint_index",
@@ -41,6 +53,14 @@ MAX_INDEX_BYTES: Final = 64 * 1024 * 1024
 """The largest ``model.safetensors.index.json`` read."""
 MAX_SHARD_FILES: Final = 4096
 """The most shard files one model folder may list."""
+MAX_TENSOR_DIMS: Final = 16
+"""The most dimensions one tensor's shape may have (real checkpoints use up to 5)."""
+MAX_TENSOR_BYTES: Final = 2**48
+"""The largest tensor (256 TiB), so that a shape's product stays a readable number."""
+MAX_FILE_TENSORS: Final = 2**18
+"""The most tensors one safetensors header may list (262,144)."""
+MAX_FOLDER_TENSORS: Final = 2**20
+"""The most tensors all the shards of one model folder may list together."""
 
 DTYPE_BYTES: Final[Mapping[str, int]] = {
     "BOOL": 1,
@@ -106,7 +126,17 @@ def _entry(path: str, name: str, raw: object, data_bytes: int | None) -> TensorI
         raise WeightFileError(
             path=path, reason=f"tensor {name!r}: shape must be a list of non-negative integers"
         )
+    if len(shape) > MAX_TENSOR_DIMS:
+        raise WeightFileError(
+            path=path,
+            reason=f"tensor {name!r}: shape has {len(shape)} dimensions "
+            f"(at most {MAX_TENSOR_DIMS})",
+        )
     info = TensorInfo(name=name, dtype=dtype, shape=tuple(shape))
+    if info.nbytes > MAX_TENSOR_BYTES:
+        raise WeightFileError(
+            path=path, reason=f"tensor {name!r}: shape holds over {MAX_TENSOR_BYTES} bytes"
+        )
     offsets = raw.get("data_offsets")
     if (
         not isinstance(offsets, list)
@@ -130,11 +160,28 @@ def _entry(path: str, name: str, raw: object, data_bytes: int | None) -> TensorI
     return info
 
 
+def _check_overlaps(path: str, spans: list[tuple[int, int, str]]) -> None:
+    """Refuse two tensors whose non-empty byte ranges overlap (their bytes would count twice)."""
+    spans.sort()
+    end_so_far, last = 0, ""
+    for begin, end, name in spans:
+        if begin == end:
+            continue
+        if begin < end_so_far:
+            raise WeightFileError(
+                path=path,
+                reason=f"tensors {last!r} and {name!r} overlap in data_offsets "
+                f"(byte {begin} is in both)",
+            )
+        end_so_far, last = end, name
+
+
 def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
     """The tensors of one safetensors file, in header order, read from its header alone."""
     shown = str(path)
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, shown) as handle:
+            file_bytes = os.fstat(handle.fileno()).st_size
             head = handle.read(8)
             if len(head) != 8:
                 raise WeightFileError(path=shown, reason="shorter than the 8-byte header length")
@@ -145,7 +192,8 @@ def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
                     reason=f"header of {length} bytes exceeds the {MAX_HEADER_BYTES}-byte limit",
                 )
             text = handle.read(length)
-            file_bytes = path.stat().st_size
+    except InvalidFieldError as err:
+        raise WeightFileError(path=shown, reason=f"{err.reason} ({err.value})") from None
     except OSError as err:
         raise WeightFileError(path=shown, reason=f"cannot be read ({err.strerror})") from None
     if len(text) != length:
@@ -158,21 +206,32 @@ def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
         raise WeightFileError(path=shown, reason="header is not valid UTF-8 JSON") from None
     if not isinstance(header, dict):
         raise WeightFileError(path=shown, reason="header is not a JSON object")
+    if len(header) - ("__metadata__" in header) > MAX_FILE_TENSORS:
+        raise WeightFileError(path=shown, reason=f"header lists over {MAX_FILE_TENSORS} tensors")
     data_bytes = file_bytes - 8 - length
-    return tuple(
+    tensors = tuple(
         _entry(shown, name, raw, data_bytes)
         for name, raw in header.items()
         if name != "__metadata__"
     )
+    _check_overlaps(
+        shown,
+        [
+            (raw["data_offsets"][0], raw["data_offsets"][1], name)
+            for name, raw in header.items()
+            if name != "__metadata__"
+        ],
+    )
+    return tensors
 
 
 def read_checkpoint_index(path: Path) -> CheckpointIndex:
     """``metadata.total_size`` and the shard files of a ``model.safetensors.index.json``."""
     shown = str(path)
     try:
-        if path.stat().st_size > MAX_INDEX_BYTES:
-            raise WeightFileError(path=shown, reason=f"larger than {MAX_INDEX_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_bytes(path, MAX_INDEX_BYTES, shown).decode("utf-8"))
+    except InvalidFieldError as err:
+        raise WeightFileError(path=shown, reason=f"{err.reason} ({err.value})") from None
     except OSError as err:
         raise WeightFileError(path=shown, reason=f"cannot be read ({err.strerror})") from None
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -192,8 +251,10 @@ def read_checkpoint_index(path: Path) -> CheckpointIndex:
     if len(files) > MAX_SHARD_FILES:
         raise WeightFileError(path=shown, reason=f"lists more than {MAX_SHARD_FILES} shard files")
     for name in files:
-        if Path(name).name != name:
-            raise WeightFileError(path=shown, reason=f"shard {name!r} must be a plain file name")
+        if "\0" in name or name in ("", ".", "..") or Path(name).name != name:
+            raise WeightFileError(
+                path=shown, reason=f"shard {name[:80]!r} must be a plain file name"
+            )
     return CheckpointIndex(total_size=total, shard_files=files)
 
 
@@ -211,6 +272,21 @@ def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
             path=str(folder), reason="holds no *.safetensors file; point at the model's folder"
         )
     tensors: list[TensorInfo] = []
+    seen: set[tuple[int, int]] = set()
     for name in names:
-        tensors.extend(read_safetensors_header(folder / name))
+        path = folder / name
+        try:
+            identity = os.stat(path)
+        except OSError:
+            identity = None  # read_safetensors_header names the problem
+        if identity is not None:
+            key = (identity.st_dev, identity.st_ino)
+            if key in seen:  # another name (a link) of a shard already read
+                continue
+            seen.add(key)
+        tensors.extend(read_safetensors_header(path))
+        if len(tensors) > MAX_FOLDER_TENSORS:
+            raise WeightFileError(
+                path=str(folder), reason=f"its shards list over {MAX_FOLDER_TENSORS} tensors"
+            )
     return tuple(tensors)

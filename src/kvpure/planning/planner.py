@@ -21,6 +21,7 @@ from kvpure.errors import (
     UnregisteredSpecError,
     WorkerSpecMismatchError,
 )
+from kvpure.field_checks import check_plan_inputs
 from kvpure.planning.engine_facts import (
     SchedulerFacts,
     held_back_null_block,
@@ -299,6 +300,7 @@ def get_kv_cache_configs(
     bytes (a LayerMap, or any mapping in layer order). Nothing is mutated:
     the fitted max_model_len is in the result.
     """
+    check_plan_inputs(settings, specs_per_worker, available_memory_per_worker)
     if not specs_per_worker:
         raise InvalidFieldError(
             field="kv_cache_specs", value=[], reason="needs at least one worker"

@@ -24,25 +24,35 @@ module does the same steps, written anew, for text-only messages:
   ``reasoning_effort`` (None), as vLLM passes it;
 - keys whose value is None are dropped from each message (transformers).
 
+Bounded (:mod:`kvpure.text.budget`): the source's size and literals, the
+time a render takes and the size of every text it builds, each ending in
+:class:`~kvpure.text.errors.ChatTemplateError`, as does any error raised while
+the template loads.
+
 Not modelled: tools, tool calls, reasoning fields, multimodal parts,
 ``continue_final_message`` and request-level template arguments.
 """
 
 from __future__ import annotations
 
-import json
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from kvpure.text.errors import ChatTemplateError, MissingExtraError
+from kvpure.text.budget import (
+    BUDGET,
+    MAX_TEMPLATE_CHARS,
+    MAX_TEXT_CHARS,
+    BudgetExceeded,
+    check_literals,
+)
+from kvpure.text.errors import ChatTemplateError
+from kvpure.text.sandbox import environment as _environment
+from kvpure.text.sandbox import jinja_modules as _jinja
 
 if TYPE_CHECKING:
-    import jinja2
-    import jinja2.nodes
+    pass
 
 __all__ = ["SPECIAL_TOKEN_NAMES", "ChatMessage", "ChatTemplate", "ContentFormat"]
 
@@ -68,91 +78,6 @@ class ChatMessage:
     texts: tuple[str, ...]
     """The text parts (a string content is one part; a null content none)."""
     name: str | None = None
-
-
-def _jinja() -> Any:
-    try:
-        import jinja2
-        import jinja2.ext
-        import jinja2.meta
-        import jinja2.sandbox
-    except ImportError:
-        raise MissingExtraError(feature="chat messages", package="jinja2", extra="text") from None
-    return jinja2
-
-
-def _raise_from_template(message: object) -> None:
-    raise _jinja().exceptions.TemplateError(str(message))
-
-
-def _tojson(
-    value: object,
-    ensure_ascii: bool = False,
-    indent: int | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    return json.dumps(
-        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-    )
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-@cache
-def _environment() -> jinja2.Environment:
-    """The sandbox transformers renders chat templates in."""
-    _jinja()  # the missing-extra error, before the imports below
-    import jinja2
-    import jinja2.ext
-    import jinja2.nodes
-    import jinja2.sandbox
-    import jinja2.utils
-
-    class GenerationTag(jinja2.ext.Extension):
-        """``{% generation %}...{% endgeneration %}``: renders its body unchanged."""
-
-        tags = {"generation"}  # noqa: RUF012  (jinja2 declares it a set)
-
-        def parse(self, parser: Any) -> Any:
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            call = self.call_method("_body")
-            return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
-
-        def _body(self, caller: Callable[[], str]) -> str:
-            return caller()
-
-    class GuardedNamespace(jinja2.utils.Namespace):
-        """jinja2's namespace refusing underscore-prefixed attributes (transformers)."""
-
-        def __init__(*args: Any, **kwargs: Any) -> None:
-            self, rest = args[0], args[1:]
-            for key in dict(*rest, **kwargs):
-                GuardedNamespace.check(key)
-            jinja2.utils.Namespace.__init__(self, *rest, **kwargs)
-
-        def __setitem__(self, key: str, value: Any) -> None:
-            GuardedNamespace.check(key)
-            jinja2.utils.Namespace.__setitem__(self, key, value)
-
-        @staticmethod
-        def check(key: object) -> None:
-            if isinstance(key, str) and key.startswith("_"):
-                raise jinja2.exceptions.SecurityError(
-                    f"a chat template namespace cannot hold {key!r}"
-                )
-
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
-    )
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_from_template
-    env.globals["strftime_now"] = _strftime_now
-    env.globals["namespace"] = GuardedNamespace
-    return env
 
 
 # -- content format: vLLM's syntax-tree test, written anew ---------------------
@@ -259,23 +184,36 @@ class ChatTemplate:
     def __init__(self, source: str, special_tokens: Mapping[str, str], *, where: str) -> None:
         jinja2 = _jinja()
         env = _environment()
+        if len(source) > MAX_TEMPLATE_CHARS:
+            raise ChatTemplateError(
+                where=where,
+                reason=f"the chat template has {len(source):,} characters "
+                f"(at most {MAX_TEMPLATE_CHARS:,})",
+            )
         try:
             tree = env.parse(source)
+            check_literals(tree)
             self._template = env.from_string(source)
+            try:
+                self.content_format: ContentFormat = _detect_content_format(tree)
+            except _Undetectable:
+                self.content_format = "string"
+            undeclared = jinja2.meta.find_undeclared_variables(tree)
         except jinja2.TemplateSyntaxError as err:
             raise ChatTemplateError(
                 where=where, reason=f"the chat template does not parse: {err}"
             ) from None
-        try:
-            self.content_format: ContentFormat = _detect_content_format(tree)
-        except _Undetectable:
-            self.content_format = "string"
+        except BudgetExceeded as err:
+            raise ChatTemplateError(where=where, reason=str(err)) from None
+        except (Exception, RecursionError) as err:  # a template is code: any failure is the input's
+            raise ChatTemplateError(
+                where=where,
+                reason=f"the chat template does not load: {type(err).__name__}: {err}",
+            ) from None
         self.source = source
         self.special_tokens = dict(special_tokens)
         self.names_developer = "'developer'" in source or '"developer"' in source
-        self._reads_reasoning_effort = "reasoning_effort" in jinja2.meta.find_undeclared_variables(
-            tree
-        )
+        self._reads_reasoning_effort = "reasoning_effort" in undeclared
 
     def conversation(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
         """The messages as the template receives them."""
@@ -302,16 +240,30 @@ class ChatTemplate:
         variables: dict[str, Any] = {**self.special_tokens}
         if self._reads_reasoning_effort:
             variables["reasoning_effort"] = None
+        chunks: list[str] = []
+        total = 0
+        BUDGET.start()
         try:
-            text: str = self._template.render(
+            for chunk in self._template.generate(
                 messages=self.conversation(messages),
                 tools=None,
                 documents=None,
                 add_generation_prompt=True,
                 **variables,
-            )
+            ):
+                total += len(chunk)
+                if total > MAX_TEXT_CHARS:
+                    raise BudgetExceeded(
+                        f"the chat template renders over {MAX_TEXT_CHARS:,} characters"
+                    )
+                BUDGET.tick()
+                chunks.append(chunk)
+        except BudgetExceeded as err:
+            raise ChatTemplateError(where=where, reason=str(err)) from None
         except Exception as err:  # a template is code: any failure is the input's
             raise ChatTemplateError(
                 where=where, reason=f"the chat template failed: {err}"
             ) from None
-        return text
+        finally:
+            BUDGET.stop()
+        return "".join(chunks)

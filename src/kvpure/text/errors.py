@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvpure.errors import KVPureError, KVPureValueError
 
-__all__ = ["ChatTemplateError", "MissingExtraError"]
+__all__ = ["ChatTemplateError", "MissingExtraError", "PromptTooLongError", "TokenizerError"]
 
 
 class MissingExtraError(KVPureError, ImportError):
@@ -36,3 +36,29 @@ class ChatTemplateError(KVPureValueError):
         super().__init__(f"{where}: {reason}")
         self.where = where
         self.reason = reason
+
+
+class TokenizerError(KVPureValueError):
+    """The tokenizers library failed (or panicked) on a tokenizer file or a text.
+
+    ``where`` names the tokenizer, ``reason`` what was being done and the
+    library's own message.
+    """
+
+    def __init__(self, *, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where
+        self.reason = reason
+
+
+class PromptTooLongError(KVPureValueError):
+    """A prompt or rendered chat is longer than kvpure tokenizes (``limit`` characters)."""
+
+    def __init__(self, *, where: str, length: int, limit: int) -> None:
+        super().__init__(
+            f"{where}: the text has {length:,} characters; at most {limit:,} (4 Mi) are "
+            "tokenized per prompt"
+        )
+        self.where = where
+        self.length = length
+        self.limit = limit

@@ -14,6 +14,13 @@ transformers 5), with the ``tokenizers`` library; nothing is downloaded.
   (``ChatCompletionRequest.add_special_tokens``) and what transformers'
   ``apply_chat_template`` does: the template writes the special tokens itself.
 
+Bounded: a prompt or rendered chat of more than
+:data:`~kvpure.text.budget.MAX_TEXT_CHARS` characters (4 Mi) is refused
+before it is tokenized (:class:`~kvpure.text.errors.PromptTooLongError`);
+files are read only when regular (:mod:`kvpure.user_files`); an error, or a
+panic, of the ``tokenizers`` library becomes
+:class:`~kvpure.text.errors.TokenizerError`.
+
 Not read: ``special_tokens_map.json`` (the legacy file), the
 ``additional_chat_templates/`` folder, tokenizers that are not a
 ``tokenizer.json`` (sentencepiece or tiktoken files), and lower-casing or
@@ -23,13 +30,22 @@ truncation options of the request.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kvpure.errors import InvalidFieldError
+from kvpure.text.budget import MAX_TEXT_CHARS
 from kvpure.text.chat_template import SPECIAL_TOKEN_NAMES, ChatMessage, ChatTemplate
-from kvpure.text.errors import ChatTemplateError, MissingExtraError
+from kvpure.text.errors import (
+    ChatTemplateError,
+    MissingExtraError,
+    PromptTooLongError,
+    TokenizerError,
+)
+from kvpure.user_files import read_regular_text
+
+T = TypeVar("T")
 
 __all__ = ["LocalTokenizer", "load_tokenizer"]
 
@@ -37,15 +53,28 @@ _MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 def _read_text(path: Path, field: str) -> str:
+    return read_regular_text(path, _MAX_FILE_BYTES, field)
+
+
+def _guarded(where: str, what: str, call: Callable[[], T]) -> T:
+    """``call()``, with any error or panic of the tokenizers library typed.
+
+    A Rust panic surfaces as ``pyo3_runtime.PanicException``, a
+    ``BaseException``: everything but an interrupt or an exit is caught.
+    """
     try:
-        size = path.stat().st_size
-        if size > _MAX_FILE_BYTES:
-            raise InvalidFieldError(field=field, value=f"{size} bytes", reason="is over 256 MiB")
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise InvalidFieldError(
-            field=field, value=f"byte {err.start}", reason="is not UTF-8 text"
-        ) from None
+        return call()
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as err:  # the library's panics are BaseExceptions
+        message = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise TokenizerError(where=where, reason=f"{what} failed: {message}") from None
+
+
+def _bounded(text: str, where: str) -> str:
+    if len(text) > MAX_TEXT_CHARS:
+        raise PromptTooLongError(where=where, length=len(text), limit=MAX_TEXT_CHARS)
+    return text
 
 
 def _token_text(value: object) -> str | None:
@@ -88,11 +117,20 @@ class LocalTokenizer:
 
     def encode_prompt(self, text: str) -> tuple[int, ...]:
         """A text prompt's ids, special tokens added (vLLM's completions path)."""
-        return tuple(self._backend.encode(text, add_special_tokens=True).ids)
+        _bounded(text, "prompt")
+        return _guarded(
+            self.where,
+            "encoding a prompt",
+            lambda: tuple(self._backend.encode(text, add_special_tokens=True).ids),
+        )
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``, special tokens kept (for showing a prefix)."""
-        return str(self._backend.decode(list(ids), skip_special_tokens=False))
+        return _guarded(
+            self.where,
+            "decoding token ids",
+            lambda: str(self._backend.decode(list(ids), skip_special_tokens=False)),
+        )
 
     def render_chat(self, messages: Sequence[ChatMessage], *, where: str) -> str:
         """The chat template applied to ``messages`` with an assistant turn opened."""
@@ -107,8 +145,12 @@ class LocalTokenizer:
 
     def encode_chat(self, messages: Sequence[ChatMessage], *, where: str) -> tuple[int, ...]:
         """The rendered chat's ids, no special tokens added (vLLM's chat path)."""
-        text = self.render_chat(messages, where=where)
-        return tuple(self._backend.encode(text, add_special_tokens=False).ids)
+        text = _bounded(self.render_chat(messages, where=where), where)
+        return _guarded(
+            self.where,
+            "encoding a rendered chat",
+            lambda: tuple(self._backend.encode(text, add_special_tokens=False).ids),
+        )
 
 
 def load_tokenizer(path: str | Path) -> LocalTokenizer:
@@ -130,15 +172,18 @@ def load_tokenizer(path: str | Path) -> LocalTokenizer:
         )
     if not tokenizer_file.is_file():
         raise InvalidFieldError(field="--tokenizer", value=where, reason="holds no tokenizer.json")
-    try:
-        backend = Tokenizer.from_str(_read_text(tokenizer_file, str(tokenizer_file)))
-    except Exception as err:  # the library's own parse errors carry no common type
-        raise InvalidFieldError(
-            field=str(tokenizer_file), value="tokenizer.json", reason=f"does not load: {err}"
-        ) from None
+    source_text = _read_text(tokenizer_file, str(tokenizer_file))
+    backend = _guarded(
+        str(tokenizer_file), "loading tokenizer.json", lambda: Tokenizer.from_str(source_text)
+    )
     config: dict[str, Any] = {}
-    if config_file is not None and config_file.is_file():
-        loaded = json.loads(_read_text(config_file, str(config_file)))
+    if config_file is not None and config_file.exists():
+        try:
+            loaded = json.loads(_read_text(config_file, str(config_file)))
+        except (ValueError, RecursionError) as err:
+            raise InvalidFieldError(
+                field=str(config_file), value="tokenizer_config.json", reason=f"invalid JSON: {err}"
+            ) from None
         if not isinstance(loaded, dict):
             raise InvalidFieldError(
                 field=str(config_file), value=type(loaded).__name__, reason="must be a JSON object"
@@ -146,7 +191,7 @@ def load_tokenizer(path: str | Path) -> LocalTokenizer:
         config = loaded
     source = _config_template(config, str(config_file))
     jinja_file = tokenizer_file.parent / "chat_template.jinja"
-    if jinja_file.is_file():
+    if jinja_file.exists():
         source = _read_text(jinja_file, str(jinja_file))
     template = None
     if source is not None:

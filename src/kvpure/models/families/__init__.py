@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Final
 
 from kvpure.models.config import HFConfig
-from kvpure.models.errors import UnknownArchitectureError
+from kvpure.models.errors import ModelConfigError, UnknownArchitectureError
 from kvpure.models.families import dense, encoder_decoder, gemma, hybrid, linear, llama4, mla
 from kvpure.models.layout import ModelLayout
 
@@ -107,6 +107,15 @@ def model_layout(config: HFConfig, *, architecture_as: str | None = None) -> Mod
     architecture's rule instead, whatever the config names; the layout
     records it in ``planned_as``.
     """
+    if not isinstance(config, HFConfig):
+        raise ModelConfigError(
+            f"model_layout: config must be an HFConfig (parse_model_config(data)), "
+            f"got {type(config).__name__}"
+        )
+    if architecture_as is not None and not isinstance(architecture_as, str):
+        raise ModelConfigError(
+            f"model_layout: architecture_as must be a string, got {type(architecture_as).__name__}"
+        )
     if architecture_as is not None:
         rule = _FAMILIES.get(architecture_as)
         if rule is None:

@@ -1,0 +1,9 @@
+"""Type stub of the free queue's optional C batch helper (``src/kvpure/csrc/queue_links.c``)."""
+
+from kvpure.kv_cache_block import KVCacheBlock
+
+def configure(
+    block_type: type, prev_descr: object, next_descr: object, queue_descr: object
+) -> None: ...
+def popleft_n(root: KVCacheBlock, n: int) -> list[KVCacheBlock] | None: ...
+def link(queue: object, before: KVCacheBlock, after: KVCacheBlock, blocks: object) -> bool: ...

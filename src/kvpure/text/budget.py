@@ -1,0 +1,287 @@
+"""The bounds a chat template renders within: time, text size, literals.
+
+A chat template is code from the model's folder. transformers renders it in
+jinja2's sandbox, which stops attribute escapes but not a template that loops
+for hours or builds a gigabyte string; kvpure adds stated bounds, each ending
+in :class:`~kvpure.text.errors.ChatTemplateError`:
+
+- **source**: at most :data:`MAX_TEMPLATE_CHARS` characters; no string literal
+  over :data:`MAX_LITERAL_CHARS` characters and no integer literal over
+  :data:`MAX_LITERAL_INT` (checked on the parsed tree, before rendering);
+- **time**: a render stops after :data:`RENDER_SECONDS` seconds. The clock is
+  read at every loop step over ``range`` (the sandbox's only unbounded
+  iteration: every other iterable is a value already bounded below), every
+  call, attribute or item read, every ``~`` join, every intercepted operator
+  and every output chunk;
+- **size**: no string, list or tuple the template builds (``~``, ``+``, ``*``,
+  ``%``, ``center``/``indent``/``format``/``replace``/``wordwrap`` and the
+  padding methods of ``str``) may exceed :data:`MAX_TEXT_CHARS`, checked
+  before it is built; ``**`` is refused past :data:`MAX_POWER_BITS` bits; the
+  rendered output stops at :data:`MAX_TEXT_CHARS` characters (the prompt
+  bound of :mod:`kvpure.text.tokenizer`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+__all__ = [
+    "MAX_LITERAL_CHARS",
+    "MAX_LITERAL_INT",
+    "MAX_POWER_BITS",
+    "MAX_TEMPLATE_CHARS",
+    "MAX_TEXT_CHARS",
+    "RENDER_SECONDS",
+    "BudgetExceeded",
+    "Budget",
+    "budgeted_filters",
+    "check_literals",
+    "check_size",
+]
+
+MAX_TEXT_CHARS: Final = 4 * 2**20
+"""The longest text a template may build or render, and the longest prompt tokenized (4 Mi
+characters: 4 MiB of ASCII)."""
+MAX_TEMPLATE_CHARS: Final = 2**20
+"""The longest chat template source accepted (1 Mi characters; real ones are under 50 Ki)."""
+MAX_LITERAL_CHARS: Final = 64 * 2**10
+"""The longest string literal in a template (64 Ki characters)."""
+MAX_LITERAL_INT: Final = 2**64
+"""The largest integer literal (in absolute value) in a template."""
+MAX_POWER_BITS: Final = 4096
+"""The largest result of ``**`` a template may compute, in bits."""
+RENDER_SECONDS: Final = 2.0
+"""The time one render may take."""
+
+_RANGE_STRIDE: Final = 1024  # range steps between clock reads
+
+
+class BudgetExceeded(BaseException):
+    """A template went past one of the bounds (turned into ChatTemplateError by the caller).
+
+    A ``BaseException``, so that no ``except Exception`` inside jinja2 (its
+    constant folding, its attribute fallbacks) can swallow it.
+    """
+
+
+class Budget(threading.local):
+    """The deadline of the render running in this thread (none outside a render)."""
+
+    deadline: float = math.inf
+
+    def start(self) -> None:
+        self.deadline = time.monotonic() + RENDER_SECONDS
+
+    def stop(self) -> None:
+        self.deadline = math.inf
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise BudgetExceeded(f"the chat template ran past its {RENDER_SECONDS:g} s budget")
+
+
+BUDGET: Final = Budget()
+
+
+def _over(what: str, size: int) -> BudgetExceeded:
+    return BudgetExceeded(
+        f"the chat template builds {what} of {size:,} items (at most {MAX_TEXT_CHARS:,})"
+    )
+
+
+def check_size(value: object, what: str = "a value") -> object:
+    """``value``, unless it is a str, list or tuple over :data:`MAX_TEXT_CHARS`."""
+    if isinstance(value, str | bytes | list | tuple) and len(value) > MAX_TEXT_CHARS:
+        raise _over(what, len(value))
+    return value
+
+
+def budgeted_range(*args: int) -> Iterator[int]:
+    """The sandbox's ``range``, reading the clock every few steps."""
+    from jinja2.sandbox import safe_range
+
+    steps = safe_range(*args)
+    BUDGET.tick()
+    for start in range(0, len(steps), _RANGE_STRIDE):
+        BUDGET.tick()
+        yield from steps[start : start + _RANGE_STRIDE]
+
+
+def _length(value: object) -> int | None:
+    return len(value) if isinstance(value, str | bytes | list | tuple) else None
+
+
+def checked_binop(operator: str, left: Any, right: Any) -> Any:
+    """``left operator right`` for the intercepted operators, refusing oversized results."""
+    BUDGET.tick()
+    if operator == "**":
+        if (
+            isinstance(left, int)
+            and isinstance(right, int)
+            and right > 0
+            and abs(left) > 1
+            and right * abs(left).bit_length() > MAX_POWER_BITS
+        ):
+            raise BudgetExceeded(
+                f"the chat template computes a power of over {MAX_POWER_BITS} bits"
+            )
+        return left**right
+    if operator == "*":
+        for seq, times in ((left, right), (right, left)):
+            size = _length(seq)
+            if size is not None and isinstance(times, int) and size * times > MAX_TEXT_CHARS:
+                raise _over("a repeated sequence", size * times)
+        if (
+            isinstance(left, int)
+            and isinstance(right, int)
+            and left.bit_length() + right.bit_length() > MAX_POWER_BITS
+        ):
+            raise BudgetExceeded(
+                f"the chat template computes a product of over {MAX_POWER_BITS} bits"
+            )
+        return left * right
+    if operator == "+":
+        a, b = _length(left), _length(right)
+        if a is not None and b is not None and a + b > MAX_TEXT_CHARS:
+            raise _over("a joined sequence", a + b)
+        return left + right
+    if operator == "%":
+        if isinstance(left, str):
+            _check_format_widths(left)
+        return left % right
+    raise BudgetExceeded(f"operator {operator!r} is not intercepted")  # pragma: no cover
+
+
+_WIDTHS = re.compile(r"\d+")
+
+
+def _check_format_widths(spec: str) -> None:
+    """Refuse a format string holding a number (a width or precision) over the text bound."""
+    for digits in _WIDTHS.findall(spec):
+        if len(digits) > 7 or int(digits) > MAX_TEXT_CHARS:
+            raise BudgetExceeded(
+                f"the chat template formats with a width of {digits[:20]} "
+                f"(at most {MAX_TEXT_CHARS:,})"
+            )
+
+
+def checked_join(parts: tuple[object, ...], join: Callable[[Any], str]) -> str:
+    """jinja2's ``~`` join, refusing a result over the text bound."""
+    BUDGET.tick()
+    total = 0
+    for part in parts:
+        size = _length(part)
+        total += size if size is not None else 32
+    if total > MAX_TEXT_CHARS:
+        raise _over("a joined string", total)
+    return join(parts)
+
+
+def check_call_arguments(target: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A method of a str, list or tuple called with a count or width over the text bound."""
+    BUDGET.tick()
+    method = getattr(target, "__wrapped__", target)  # the sandbox wraps str.format
+    owner = getattr(method, "__self__", None)
+    if not isinstance(owner, str | bytes | list | tuple):
+        return
+    name = getattr(method, "__name__", "")
+    if name in ("format", "format_map"):
+        _check_format_widths(owner if isinstance(owner, str) else "")
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and abs(value) > MAX_TEXT_CHARS:
+            raise BudgetExceeded(
+                f"the chat template calls {name} with {value} (at most {MAX_TEXT_CHARS:,})"
+            )
+    if name == "replace" and isinstance(owner, str) and len(args) >= 2:
+        old, new = args[0], args[1]
+        if isinstance(old, str) and isinstance(new, str) and old:
+            size = len(owner) + owner.count(old) * max(len(new) - len(old), 0)
+            if size > MAX_TEXT_CHARS:
+                raise _over("a replaced string", size)
+
+
+def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """The width-taking filters wrapped with their size checks."""
+
+    def wrap(name: str, size_of: Callable[..., int]) -> Callable[..., Any]:
+        original = filters[name]
+
+        def filtered(*args: Any, **kwargs: Any) -> Any:
+            BUDGET.tick()
+            size = size_of(*args, **kwargs)
+            if size > MAX_TEXT_CHARS:
+                raise _over(f"a string (filter {name})", size)
+            return original(*args, **kwargs)
+
+        filtered.__name__ = original.__name__
+        for attribute in ("jinja_pass_arg",):  # eval-context / environment filters
+            if hasattr(original, attribute):
+                setattr(filtered, attribute, getattr(original, attribute))
+        return filtered
+
+    def text(value: object) -> str:
+        return value if isinstance(value, str) else str(value)[: MAX_TEXT_CHARS + 1]
+
+    def center(value: object, width: int = 80, *_: Any, **__: Any) -> int:
+        return max(len(text(value)), width if isinstance(width, int) else 0)
+
+    def indent(*args: Any, **kwargs: Any) -> int:
+        values = [a for a in args if not _is_context(a)]
+        value = text(values[0]) if values else ""
+        width = kwargs.get("width", values[1] if len(values) > 1 else 4)
+        width = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+        return len(value) * (1 + max(width, 0))
+
+    def format_size(value: object, *args: Any, **kwargs: Any) -> int:
+        if isinstance(value, str):
+            _check_format_widths(value)
+        return len(text(value))
+
+    def replace(*args: Any, **kwargs: Any) -> int:
+        values = [a for a in args if not _is_context(a)]
+        if len(values) < 3:
+            return 0
+        value, old, new = text(values[0]), str(values[1]), str(values[2])
+        return len(value) + value.count(old) * max(len(new) - len(old), 0) if old else len(value)
+
+    def wordwrap(*args: Any, **kwargs: Any) -> int:
+        values = [a for a in args if not _is_context(a)]
+        return 2 * len(text(values[0])) if values else 0
+
+    wrapped = dict(filters)
+    wrapped["center"] = wrap("center", center)
+    wrapped["indent"] = wrap("indent", indent)
+    wrapped["format"] = wrap("format", format_size)
+    wrapped["replace"] = wrap("replace", replace)
+    wrapped["wordwrap"] = wrap("wordwrap", wordwrap)
+    return wrapped
+
+
+def _is_context(value: object) -> bool:
+    """jinja2 passes its eval context or environment first to some filters."""
+    return type(value).__module__.startswith("jinja2.")
+
+
+def check_literals(tree: Any) -> None:
+    """Refuse string literals over MAX_LITERAL_CHARS and integers over MAX_LITERAL_INT."""
+    from jinja2 import nodes
+
+    for const in tree.find_all(nodes.Const):
+        value = const.value
+        if isinstance(value, str) and len(value) > MAX_LITERAL_CHARS:
+            raise BudgetExceeded(
+                f"the chat template holds a string literal of {len(value):,} characters "
+                f"(at most {MAX_LITERAL_CHARS:,})"
+            )
+        if isinstance(value, int) and abs(value) > MAX_LITERAL_INT:
+            raise BudgetExceeded(
+                f"the chat template holds an integer literal over {MAX_LITERAL_INT:,}"
+            )
+    for data in tree.find_all(nodes.TemplateData):
+        if len(data.data) > MAX_TEMPLATE_CHARS:  # pragma: no cover  # bounded by the source
+            raise BudgetExceeded("the chat template holds too much literal text")

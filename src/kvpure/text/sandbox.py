@@ -1,0 +1,167 @@
+"""The jinja2 sandbox a chat template renders in: transformers' setup plus kvpure's bounds.
+
+transformers renders chat templates in jinja2's ``ImmutableSandboxedEnvironment``
+with ``trim_blocks``/``lstrip_blocks``, loop controls, the ``{% generation %}``
+tag and a few globals (``raise_exception``, ``strftime_now``, a ``tojson`` that
+keeps non-ASCII text, a ``namespace`` refusing underscore names). kvpure's
+environment is that one, with the clock and size checks of
+:mod:`kvpure.text.budget` wired into the sandbox's hooks: intercepted
+operators, calls, attribute and item reads, ``~`` joins (through a code
+generator that routes them to :func:`~kvpure.text.budget.checked_join`),
+``range`` and the width-taking filters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from kvpure.text.budget import (
+    BUDGET,
+    budgeted_filters,
+    budgeted_range,
+    check_call_arguments,
+    check_size,
+    checked_binop,
+    checked_join,
+)
+from kvpure.text.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    import jinja2
+
+__all__ = ["environment", "jinja_modules"]
+
+
+def jinja_modules() -> Any:
+    """The jinja2 package with the submodules used here, or the missing-extra error."""
+    try:
+        import jinja2
+        import jinja2.ext
+        import jinja2.meta
+        import jinja2.sandbox
+    except ImportError:
+        raise MissingExtraError(feature="chat messages", package="jinja2", extra="text") from None
+    return jinja2
+
+
+def _raise_from_template(message: object) -> None:
+    raise jinja_modules().exceptions.TemplateError(str(message))
+
+
+def _tojson(
+    value: object,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+@cache
+def environment() -> jinja2.Environment:
+    """The sandbox transformers renders chat templates in."""
+    jinja_modules()  # the missing-extra error, before the imports below
+    import jinja2
+    import jinja2.compiler
+    import jinja2.ext
+    import jinja2.nodes
+    import jinja2.sandbox
+    import jinja2.utils
+
+    class BudgetedCodeGenerator(jinja2.compiler.CodeGenerator):
+        """jinja2's code generator with every ``~`` join through :func:`checked_join`."""
+
+        @jinja2.compiler.optimizeconst
+        def visit_Concat(self, node: Any, frame: Any) -> None:
+            if frame.eval_ctx.volatile:
+                join = "(markup_join if context.eval_ctx.volatile else str_join)"
+            elif frame.eval_ctx.autoescape:
+                join = "markup_join"
+            else:
+                join = "str_join"
+            self.write("environment.kvpure_join((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write(f"), {join})")
+
+    class BudgetedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+        """The sandbox with the clock and size checks of :mod:`kvpure.text.budget`."""
+
+        intercepted_binops = frozenset({"*", "**", "+", "%"})
+        code_generator_class = BudgetedCodeGenerator
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            return checked_binop(operator, left, right)
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+            check_call_arguments(__obj, args, kwargs)
+            return check_size(super().call(__context, __obj, *args, **kwargs), "a call's result")
+
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            BUDGET.tick()
+            return super().getattr(obj, attribute)
+
+        def getitem(self, obj: Any, argument: Any) -> Any:
+            BUDGET.tick()
+            return super().getitem(obj, argument)
+
+        @staticmethod
+        def kvpure_join(parts: tuple[object, ...], join: Callable[[Any], str]) -> str:
+            return checked_join(parts, join)
+
+    class GenerationTag(jinja2.ext.Extension):
+        """``{% generation %}...{% endgeneration %}``: renders its body unchanged."""
+
+        tags = {"generation"}  # noqa: RUF012  (jinja2 declares it a set)
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            call = self.call_method("_body")
+            return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Callable[[], str]) -> str:
+            return caller()
+
+    class GuardedNamespace(jinja2.utils.Namespace):
+        """jinja2's namespace refusing underscore-prefixed attributes (transformers)."""
+
+        def __init__(*args: Any, **kwargs: Any) -> None:
+            self, rest = args[0], args[1:]
+            for key in dict(*rest, **kwargs):
+                GuardedNamespace.check(key)
+            jinja2.utils.Namespace.__init__(self, *rest, **kwargs)
+
+        def __setitem__(self, key: str, value: Any) -> None:
+            GuardedNamespace.check(key)
+            jinja2.utils.Namespace.__setitem__(self, key, value)
+
+        @staticmethod
+        def check(key: object) -> None:
+            if isinstance(key, str) and key.startswith("_"):
+                raise jinja2.exceptions.SecurityError(
+                    f"a chat template namespace cannot hold {key!r}"
+                )
+
+    env = BudgetedSandbox(
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
+    )
+    env.filters = budgeted_filters(dict(env.filters))
+    env.filters["tojson"] = _tojson
+    env.globals["range"] = budgeted_range
+    env.globals["raise_exception"] = _raise_from_template
+    env.globals["strftime_now"] = _strftime_now
+    env.globals["namespace"] = GuardedNamespace
+    return env
