@@ -8,11 +8,16 @@ not de-duplicate, so block tables stay append-only): a lookup returns the
 earliest-cached block still holding it.
 
 Events (when enabled) queue up in order and are handed over by
-:meth:`BlockPool.take_events`.
+:meth:`BlockPool.take_events`. A ``BlockStored`` event's extra keys are the
+hash's, as the release publishes them (0.33+ strips its tags); with lookahead
+hashes (0.33+, L > 0) they cover the window ``[s, e + L)`` as the hash does
+(vLLM's ``BlockPool.generate_event_extra_keys``) and the event names the L
+tokens after each block (``lookahead_token_ids``).
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterable, Sequence
 from typing import cast
@@ -37,6 +42,7 @@ from kvpure.hashing import (
     generate_block_hash_extra_keys,
     make_block_hash_with_group_id,
     resolve_block_hashes,
+    to_event_extra_keys,
 )
 from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
 from kvpure.hashing.types import (
@@ -45,7 +51,12 @@ from kvpure.hashing.types import (
     low_64_bits_of_each,
 )
 
-__all__ = ["BlockPool"]
+__all__ = ["MAX_NUM_GPU_BLOCKS", "BlockPool"]
+
+MAX_NUM_GPU_BLOCKS = 2**22
+"""The most blocks a pool is built with (4,194,304, null block included; about 0.5 GB
+of block objects, built in a few seconds). Every block is made up front, so a larger
+count is refused at once rather than exhausting memory."""
 
 
 class BlockPool:
@@ -65,11 +76,27 @@ class BlockPool:
         enable_kv_cache_events: bool = False,
         use_int_block_hashes: bool = True,
         profile: VllmHashProfile = VLLM_0_26,
+        num_hash_lookahead_tokens: int = 0,
     ) -> None:
-        if isinstance(num_gpu_blocks, bool) or num_gpu_blocks < 1:
+        if (
+            isinstance(num_gpu_blocks, bool)
+            or not isinstance(num_gpu_blocks, int)
+            or not 1 <= num_gpu_blocks <= MAX_NUM_GPU_BLOCKS
+        ):
             raise CacheStateError(
                 operation="BlockPool",
-                reason=f"num_gpu_blocks must be at least 1 (got {num_gpu_blocks})",
+                reason=f"num_gpu_blocks must be an integer from 1 to {MAX_NUM_GPU_BLOCKS} "
+                f"(got {num_gpu_blocks!r})",
+            )
+        if (
+            isinstance(num_hash_lookahead_tokens, bool)
+            or not isinstance(num_hash_lookahead_tokens, int)
+            or num_hash_lookahead_tokens < 0
+        ):
+            raise CacheStateError(
+                operation="BlockPool",
+                reason="num_hash_lookahead_tokens must be a non-negative integer "
+                f"(got {num_hash_lookahead_tokens!r})",
             )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
@@ -77,6 +104,7 @@ class BlockPool:
         self.enable_kv_cache_events = enable_kv_cache_events
         self.use_int_block_hashes = use_int_block_hashes
         self.profile = profile
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         self.blocks: list[KVCacheBlock] = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         # hash key -> {block_id: block}, in caching order (the first is returned by lookups)
@@ -141,6 +169,14 @@ class BlockPool:
         """Blocks in the free queue (eviction candidates included)."""
         return self.free_block_queue.num_free_blocks
 
+    def free_block_ids_head(self, limit: int) -> tuple[int, ...]:
+        """The ids of the first ``limit`` free blocks (next to evict first): the whole
+        queue when it is no longer, without walking past ``limit`` otherwise."""
+        queue = self.free_block_queue
+        if queue.num_free_blocks <= limit:
+            return queue.free_block_ids()
+        return tuple(b.block_id for b in itertools.islice(queue.iter_blocks_after(None), limit))
+
     def get_usage(self) -> float:
         """``1 - free / (num_gpu_blocks - 1)``: the null block does not count."""
         total = self.num_gpu_blocks - 1
@@ -156,6 +192,8 @@ class BlockPool:
     def _extra_keys(
         self, request: CacheRequest, block_indices: Iterable[int], block_size: int
     ) -> list[ExtraKeys]:
+        if self.num_hash_lookahead_tokens:
+            return self._lookahead_extra_keys(request, block_indices, block_size)
         keys: list[ExtraKeys] = []
         mm_idx = 0
         hash_request = request.hash_request
@@ -174,6 +212,41 @@ class BlockPool:
             keys.append(extra)
         return keys
 
+    def _lookahead_extra_keys(
+        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
+    ) -> list[ExtraKeys]:
+        """Each block's keys over ``[s, e + L)``; the multimodal index rewound after each
+        block to the first item ending past ``e`` (vLLM 0.33+'s
+        ``generate_lookahead_block_hash_extra_keys``)."""
+        lookahead = self.num_hash_lookahead_tokens
+        hash_request = request.hash_request
+        features = hash_request.mm_features
+        keys: list[ExtraKeys] = []
+        mm_idx = 0
+        for i in block_indices:
+            start = i * block_size
+            end = start + block_size
+            extra, mm_idx = generate_block_hash_extra_keys(
+                self.profile, hash_request, start, end + lookahead, mm_idx
+            )
+            while mm_idx > 0 and features[mm_idx - 1].end > end:
+                mm_idx -= 1
+            keys.append(extra)
+        return keys
+
+    def _lookahead_token_ids(
+        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
+    ) -> tuple[tuple[int, ...], ...] | None:
+        """The L tokens after each block (None without lookahead hashes)."""
+        lookahead = self.num_hash_lookahead_tokens
+        if not lookahead:
+            return None
+        tokens = request.all_token_ids
+        return tuple(
+            tuple(tokens[(i + 1) * block_size : (i + 1) * block_size + lookahead])
+            for i in block_indices
+        )
+
     def _stored_event(
         self,
         request: CacheRequest,
@@ -185,6 +258,7 @@ class BlockPool:
         block_size: int,
         group_id: int,
         extra_keys: list[ExtraKeys],
+        lookahead_token_ids: tuple[tuple[int, ...], ...] | None,
     ) -> BlockStored:
         lora_name = request.lora_name
         return BlockStored(
@@ -195,8 +269,9 @@ class BlockPool:
             lora_id=request.lora_int_id if lora_name is not None else None,
             medium=MEDIUM_GPU,
             lora_name=lora_name,
-            extra_keys=tuple(extra_keys) if extra_keys else None,
+            extra_keys=to_event_extra_keys(self.profile, extra_keys),
             group_idx=group_id,
+            lookahead_token_ids=lookahead_token_ids,
         )
 
     def cache_full_blocks(
@@ -274,6 +349,9 @@ class BlockPool:
                 block_size=block_size,
                 group_id=kv_cache_group_id,
                 extra_keys=self._extra_keys(request, stored_indices, block_size),
+                lookahead_token_ids=self._lookahead_token_ids(
+                    request, stored_indices, block_size
+                ),
             )
         )
 
@@ -294,6 +372,9 @@ class BlockPool:
                 block_size=block_size,
                 group_id=group_id,
                 extra_keys=self._extra_keys(request, range(num_cached_blocks), block_size),
+                lookahead_token_ids=self._lookahead_token_ids(
+                    request, range(num_cached_blocks), block_size
+                ),
             )
         )
 

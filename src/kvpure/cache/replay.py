@@ -1,12 +1,14 @@
-"""Replay a trace through the KV cache manager exactly as vLLM 0.26's scheduler drives it.
+"""Replay a trace through the KV cache manager exactly as the release's scheduler drives it.
 
 Each op is one or more scheduling steps; every step starts with
 ``new_step_starts()``. Admission is the WAITING branch of
 ``Scheduler.schedule()`` (hit lookup, Mamba "align" split, ``allocate_slots``
-with the full-sequence gate and the watermark); a running request's step is
-the RUNNING branch. A refused step changes nothing but the blocks freed
-outside a window; the request keeps its tokens pending. After every op the
-record takes the manager's events and prefix-cache stats.
+with the full-sequence gate and the watermark; from 0.33 on the lookup is
+counted in the stats only once admitted); a running request's step is the
+RUNNING branch. A refused step changes nothing but the blocks freed outside a
+window; the request keeps its tokens pending. After every op the record takes
+the manager's events and prefix-cache stats, and the pool's free queue (its
+first ``free_queue_limit`` ids: :data:`FREE_QUEUE_RECORD_LIMIT` by default).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvpure.cache.errors import TraceFieldError, UnknownRequestError
+from kvpure.cache.errors import TraceFieldError, UnknownRequestError, UnsupportedTraceError
 from kvpure.cache.manager import KVCacheManager
 from kvpure.cache.request import CacheRequest, RequestStatus
+from kvpure.cache.rules import mamba_align_chunk_end, mamba_last_cache_position
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.trace import (
     AdmissionOutcome,
@@ -39,9 +42,14 @@ from kvpure.cache.trace import (
     allocated_step,
 )
 from kvpure.free_queue import KVCacheBlock
-from kvpure.hashing import VLLM_0_26, BlockHash, HashRequest, HashScheme
+from kvpure.hashing import BlockHash, HashRequest, HashScheme
 
-__all__ = ["CacheReplay", "ReplayResult", "replay"]
+__all__ = ["FREE_QUEUE_RECORD_LIMIT", "CacheReplay", "ReplayResult", "replay"]
+
+FREE_QUEUE_RECORD_LIMIT = 4096
+"""The most free-queue ids a record (and the final state) copies: a longer queue is
+recorded by its head (the next blocks to evict), the rest counted, so a record's size
+does not grow with the pool."""
 
 
 def _ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...]:
@@ -64,17 +72,18 @@ class ReplayResult:
 class CacheReplay:
     """A KV cache manager and the live requests of a trace, advanced op by op."""
 
-    def __init__(self, config: ReplayConfig, settings: ReplaySettings) -> None:
+    def __init__(
+        self,
+        config: ReplayConfig,
+        settings: ReplaySettings,
+        *,
+        free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT,
+    ) -> None:
         self.config = config
+        self.rules = config.rules
+        self.free_queue_limit = free_queue_limit
         self.scheme: HashScheme | None = (
-            HashScheme.from_seed(
-                algorithm=config.hash_fn,
-                block_size=config.hash_block_size,
-                seed=settings.pythonhashseed,
-                profile=VLLM_0_26,
-            )
-            if config.enable_caching
-            else None
+            _hash_scheme(config, settings.pythonhashseed) if config.enable_caching else None
         )
         self.reserve_full_isl = settings.reserve_full_isl
         self.manager = KVCacheManager(
@@ -89,7 +98,8 @@ class CacheReplay:
             enable_kv_cache_events=settings.enable_kv_cache_events,
             watermark=settings.watermark,
             use_int_block_hashes=settings.use_int_block_hashes,
-            profile=VLLM_0_26,
+            rules=config.rules,
+            num_hash_lookahead_tokens=config.num_hash_lookahead_tokens,
         )
         self.requests: dict[str, CacheRequest] = {}
         self.seen: set[str] = set()
@@ -110,7 +120,7 @@ class CacheReplay:
         """The pool's state."""
         pool = self.manager.block_pool
         return PoolSnapshot(
-            free_queue=pool.free_block_queue.free_block_ids(),
+            free_queue=pool.free_block_ids_head(self.free_queue_limit),
             num_free_blocks=pool.get_num_free_blocks(),
             num_cached_hashes=pool.num_cached_hashes,
             usage=pool.get_usage(),
@@ -119,17 +129,31 @@ class CacheReplay:
     # -- scheduler steps ------------------------------------------------------------------------
 
     def _mamba_split(self, request: CacheRequest, num_new_tokens: int, num_hit: int) -> int:
-        """vLLM's ``_mamba_block_aligned_split``: prefill chunks end on block boundaries."""
+        """vLLM's ``_mamba_block_aligned_split``: prefill chunks end on block boundaries,
+        and stop at the last cacheable one (0.33+: the last one a later request can hit,
+        :func:`~kvpure.cache.rules.mamba_last_cache_position`)."""
         start = request.num_computed_tokens + num_hit
-        if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
+        prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
+        if start >= prefill_end:
             return num_new_tokens
-        block_size = self.config.block_size
-        last = request.num_tokens - request.num_tokens % block_size
-        if self.config.use_eagle:
-            last = max(last - block_size, 0)
-        end = start + num_new_tokens
-        if end < last:
-            end = end // block_size * block_size
+        config = self.config
+        block_size = config.block_size
+        last = mamba_last_cache_position(
+            self.rules,
+            num_tokens=request.num_tokens,
+            block_size=block_size,
+            drop_eagle_block=config.use_eagle,
+            num_lookahead_hashes=config.num_hash_lookahead_tokens,
+        )
+        end = mamba_align_chunk_end(
+            self.rules,
+            start=start,
+            end=start + num_new_tokens,
+            block_size=block_size,
+            last_cache_position=last,
+            prefill_end=prefill_end,
+            max_prefill_tokens=config.max_num_batched_tokens,
+        )
         next_boundary = (start // block_size + 1) * block_size
         junction = request.shared_prefix_boundary
         stops = (
@@ -179,6 +203,7 @@ class CacheReplay:
             return outcome(
                 (StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None),), False
             )
+        manager.record_prefix_cache_stats(request, num_hit)
         request.status = RequestStatus.RUNNING
         request.num_computed_tokens = num_hit + num_new
         steps = [StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))]
@@ -332,10 +357,35 @@ def _op_name(op: Op) -> str:
     return _OP_NAMES.get(type(op), "reset_prefix_cache")
 
 
-def replay(trace: CacheTrace) -> ReplayResult:
-    """Replay every op of ``trace``; the records and the final state."""
-    config = replay_config_from_plan_input(trace.plan_input)
-    engine = CacheReplay(config, trace.replay)
+def _hash_scheme(config: ReplayConfig, seed: str) -> HashScheme:
+    """The request hasher's scheme: the release's profile, and L lookahead tokens."""
+    lookahead = config.num_hash_lookahead_tokens
+    if lookahead:
+        raise UnsupportedTraceError(
+            feature="vllm_config.speculative_config",
+            reason=f"lookahead block hashes (L = {lookahead}) are not modelled yet; "
+            "set disable_lookahead_block_hashes",
+        )
+    return HashScheme.from_seed(
+        algorithm=config.hash_fn,
+        block_size=config.hash_block_size,
+        seed=seed,
+        profile=config.rules.hash_profile,
+    )
+
+
+def replay(trace: CacheTrace, *, free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT) -> ReplayResult:
+    """Replay every op of ``trace``; the records and the final state.
+
+    The release is ``trace.plan_input.settings.vllm_version``.
+    """
+    flags = trace.draft_flags
+    config = replay_config_from_plan_input(
+        trace.plan_input,
+        disable_lookahead_block_hashes=flags.disable_lookahead_block_hashes,
+        disable_eagle_block_drop=flags.disable_eagle_block_drop,
+    )
+    engine = CacheReplay(config, trace.replay, free_queue_limit=free_queue_limit)
     records = tuple(engine.apply(op, i) for i, op in enumerate(trace.ops))
     return ReplayResult(
         config=config,

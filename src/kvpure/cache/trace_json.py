@@ -2,25 +2,34 @@
 
 :func:`parse_trace` accepts a trace object or a whole golden file (its
 ``trace`` is read) and ignores keys it does not know; a malformed field
-raises :class:`~kvpure.cache.errors.TraceFieldError` naming its path.
-:func:`render_result` gives ``{"kv_cache_config", "records", "final_state"}``.
+raises :class:`~kvpure.cache.errors.TraceFieldError` naming its path. The
+release replayed is ``vllm_version=`` (the ``--vllm`` flag), else the trace's
+own ``"vllm_version"``, else the default (0.34).
+:func:`render_result` gives ``{"vllm_version", "kv_cache_config", "records",
+"final_state"}`` in that release's shapes (0.33+: the events' added fields,
+``hits_by_source``, the lookahead header fields). A free queue longer than the
+replay's ``free_queue_limit`` is written as its head, and ``free_queue_omitted``
+counts the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvpure.cache.errors import TraceFieldError
 from kvpure.cache.events import AllBlocksCleared, BlockRemoved, KVCacheEvent
 from kvpure.cache.manager import PrefixCacheStats
 from kvpure.cache.replay import ReplayResult
+from kvpure.cache.rules import CacheRules
 from kvpure.cache.trace import (
     AdmissionOutcome,
     ArriveOp,
     CacheTrace,
     DecodeOp,
     DecodeOutcome,
+    DraftFlags,
     FinishOp,
     FinishOutcome,
     Op,
@@ -35,7 +44,8 @@ from kvpure.cache.trace import (
     StepsOutcome,
 )
 from kvpure.hashing import MultiModalFeature
-from kvpure.interop.planning import parse_planning_input, render_kv_cache_spec
+from kvpure.interop.planning import PlanningInput, parse_planning_input, render_kv_cache_spec
+from kvpure.versions import resolve_vllm_version
 
 __all__ = ["TRACE_FORMAT", "parse_trace", "render_result"]
 
@@ -195,8 +205,36 @@ def _parse_replay(obj: Mapping[str, Any]) -> ReplaySettings:
     )
 
 
-def parse_trace(data: object) -> CacheTrace:
-    """A trace object (or a golden file holding one under ``trace``) as kvpure values."""
+def _draft_flags(plan: Mapping[str, Any]) -> DraftFlags:
+    """``plan_input.vllm_config.speculative_config``'s two 0.33+ switches (False if absent)."""
+    config = plan.get("vllm_config")
+    speculative = config.get("speculative_config") if isinstance(config, Mapping) else None
+    if not isinstance(speculative, Mapping):
+        return DraftFlags()
+    path = "plan_input.vllm_config.speculative_config"
+    return DraftFlags(
+        disable_lookahead_block_hashes=_field(
+            speculative, path, "disable_lookahead_block_hashes", "bool", False
+        ),
+        disable_eagle_block_drop=_field(
+            speculative, path, "disable_eagle_block_drop", "bool", False
+        ),
+    )
+
+
+def _plan_input(plan: Mapping[str, Any], vllm_version: str) -> PlanningInput:
+    """The planning input, its settings answering for ``vllm_version``."""
+    parsed = parse_planning_input(plan, "plan_input")
+    return replace(parsed, settings=replace(parsed.settings, vllm_version=vllm_version))
+
+
+def parse_trace(data: object, *, vllm_version: str | None = None) -> CacheTrace:
+    """A trace object (or a golden file holding one under ``trace``) as kvpure values.
+
+    ``vllm_version`` (``--vllm``) wins over the trace's ``"vllm_version"`` key; without
+    either the default release (0.34) is replayed. An unknown version raises
+    :class:`kvpure.versions.UnknownVllmVersionError` naming where it came from.
+    """
     obj = _obj(data, "trace")
     if "trace" in obj and "ops" not in obj:
         obj = _obj(obj["trace"], "trace")
@@ -204,14 +242,16 @@ def parse_trace(data: object) -> CacheTrace:
     fmt = data.get("format", TRACE_FORMAT)
     if fmt != TRACE_FORMAT:
         raise TraceFieldError(field="format", value=fmt, reason=f'must be "{TRACE_FORMAT}"')
+    version = resolve_vllm_version(vllm_version, data.get("vllm_version"))
     name = data.get("name")
     plan = _field(data, "trace", "plan_input", "obj")
     ops = _field(data, "trace", "ops", "list")
     return CacheTrace(
         name=name if isinstance(name, str) else None,
-        plan_input=parse_planning_input(plan, "plan_input"),
+        plan_input=_plan_input(plan, version),
         replay=_parse_replay(data),
         ops=tuple(_parse_op(op, f"ops[{i}]") for i, op in enumerate(ops)),
+        draft_flags=_draft_flags(plan),
     )
 
 
@@ -226,19 +266,24 @@ def _json_value(value: object) -> object:
     return value
 
 
-def render_event(event: KVCacheEvent) -> JSON:
-    """One event as ``{"type", <every field of vLLM 0.26's struct>}``."""
+def render_event(event: KVCacheEvent, rules: CacheRules | None = None) -> JSON:
+    """One event as ``{"type", <every field of the release's struct>}`` (0.26's without
+    ``rules``; 0.33+ add ``ownership``, ``session_id``, ``lookahead_token_ids``)."""
+    added = rules is not None and rules.event_fields_0_33
     if isinstance(event, AllBlocksCleared):
         return {"type": "AllBlocksCleared"}
     if isinstance(event, BlockRemoved):
-        return {
+        removed: JSON = {
             "type": "BlockRemoved",
             "block_hashes": _json_value(event.block_hashes),
             "medium": event.medium,
             "group_idx": event.group_idx,
             "locality": event.locality,
         }
-    return {
+        if added:
+            removed["ownership"] = event.ownership
+        return removed
+    stored: JSON = {
         "type": "BlockStored",
         "block_hashes": _json_value(event.block_hashes),
         "parent_block_hash": _json_value(event.parent_block_hash),
@@ -253,6 +298,11 @@ def render_event(event: KVCacheEvent) -> JSON:
         "kv_cache_spec_sliding_window": event.kv_cache_spec_sliding_window,
         "locality": event.locality,
     }
+    if added:
+        stored["ownership"] = event.ownership
+        stored["session_id"] = event.session_id
+        stored["lookahead_token_ids"] = _json_value(event.lookahead_token_ids)
+    return stored
 
 
 def _ids(block_ids: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
@@ -301,18 +351,22 @@ def _request(snapshot: RequestSnapshot) -> JSON:
 
 
 def _pool(snapshot: PoolSnapshot) -> JSON:
-    return {
+    out: JSON = {
         "free_queue": list(snapshot.free_queue),
         "num_free_blocks": snapshot.num_free_blocks,
         "num_cached_hashes": snapshot.num_cached_hashes,
         "usage": snapshot.usage,
     }
+    omitted = snapshot.free_queue_omitted
+    if omitted:
+        out["free_queue_omitted"] = omitted
+    return out
 
 
-def _stats(stats: PrefixCacheStats | None) -> JSON | None:
+def _stats(stats: PrefixCacheStats | None, rules: CacheRules | None = None) -> JSON | None:
     if stats is None:
         return None
-    return {
+    out: JSON = {
         "reset": stats.reset,
         "requests": stats.requests,
         "queries": stats.queries,
@@ -321,26 +375,30 @@ def _stats(stats: PrefixCacheStats | None) -> JSON | None:
         "preempted_queries": stats.preempted_queries,
         "preempted_hits": stats.preempted_hits,
     }
+    if rules is not None and rules.prefix_cache_stats_has_hits_by_source:
+        out["hits_by_source"] = {}  # only KV connectors' hits have a source
+    return out
 
 
-def render_record(record: OpRecord) -> JSON:
-    """One record in the goldens' shape."""
+def render_record(record: OpRecord, rules: CacheRules | None = None) -> JSON:
+    """One record in the goldens' shape (0.26's without ``rules``)."""
     return {
         "op": record.op,
         "request_id": record.request_id,
         "outcome": _outcome(record.outcome),
         "request": None if record.request is None else _request(record.request),
         "pool": _pool(record.pool),
-        "events": [render_event(e) for e in record.events],
-        "prefix_cache_stats": _stats(record.prefix_cache_stats),
+        "events": [render_event(e, rules) for e in record.events],
+        "prefix_cache_stats": _stats(record.prefix_cache_stats, rules),
     }
 
 
 def render_kv_cache_config(result: ReplayResult) -> JSON:
     """The goldens' ``kv_cache_config``: what the manager was built from."""
     config = result.config
-    return {
-        "vllm_version": "0.26.0",
+    rules = config.rules
+    out: JSON = {
+        "vllm_version": f"{rules.vllm_version}.0",
         "num_blocks": config.kv_cache_config.num_blocks,
         "kv_cache_groups": [
             {
@@ -362,16 +420,23 @@ def render_kv_cache_config(result: ReplayResult) -> JSON:
         "none_hash": None if result.none_hash is None else result.none_hash.hex(),
         "use_eagle": config.use_eagle,
         "num_lookahead_tokens": config.num_lookahead_tokens,
-        "null_block_id": 0,
-        "planner_logs": list(config.planner_logs),
     }
+    if rules.header_lookahead_and_layout:
+        out["num_hash_lookahead_tokens"] = config.num_hash_lookahead_tokens
+        out["kv_cache_layout"] = config.kv_cache_layout
+    out["null_block_id"] = 0
+    out["planner_logs"] = list(config.planner_logs)
+    return out
 
 
 def render_result(result: ReplayResult) -> JSON:
-    """``{"kv_cache_config", "records", "final_state"}`` as the goldens hold them."""
+    """``{"vllm_version", "kv_cache_config", "records", "final_state"}`` as the goldens
+    hold them, in the replayed release's shapes."""
+    rules = result.config.rules
     return {
+        "vllm_version": rules.vllm_version,
         "kv_cache_config": render_kv_cache_config(result),
-        "records": [render_record(r) for r in result.records],
+        "records": [render_record(r, rules) for r in result.records],
         "final_state": {
             "requests": {rid: _request(snap) for rid, snap in result.final_requests},
             "pool": _pool(result.final_pool),
