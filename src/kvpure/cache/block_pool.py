@@ -349,9 +349,7 @@ class BlockPool:
                 block_size=block_size,
                 group_id=kv_cache_group_id,
                 extra_keys=self._extra_keys(request, stored_indices, block_size),
-                lookahead_token_ids=self._lookahead_token_ids(
-                    request, stored_indices, block_size
-                ),
+                lookahead_token_ids=self._lookahead_token_ids(request, stored_indices, block_size),
             )
         )
 

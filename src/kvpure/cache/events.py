@@ -1,4 +1,4 @@
-"""vLLM's KV cache events (0.26, and 0.33+'s added fields) as frozen values: BlockStored, BlockRemoved, AllBlocksCleared.
+"""vLLM's KV cache events as frozen values: BlockStored, BlockRemoved, AllBlocksCleared.
 
 Fields and their order are those of ``vllm.distributed.kv_events``; a hash is
 in vLLM's external form (an int, the digest's low 64 bits, or the digest

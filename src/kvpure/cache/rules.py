@@ -248,4 +248,3 @@ def mamba_align_chunk_end(
         if aligned > start or block_size <= max_prefill_tokens:
             return aligned
     return end
-

@@ -44,7 +44,6 @@ KV_CACHE_LAYOUT = "LBNHC"
 """The layout 0.33+ resolves for FlashAttention-style backends (informative)."""
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayConfig:
     """What the manager is built from, and the scheduler facts the replay needs."""

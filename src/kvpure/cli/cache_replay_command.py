@@ -1,4 +1,4 @@
-"""``kvpure cache-replay TRACE.json [--vllm VERSION] [--json]``: replay a trace through vLLM's prefix cache.
+"""``kvpure cache-replay TRACE.json [--vllm VERSION] [--json]``: replay a trace, block for block.
 
 TRACE.json is a ``kvpure-cache-replay/1`` trace, or a golden file holding
 one under ``trace`` (``-`` reads standard input). The release replayed is
@@ -75,7 +75,7 @@ def _summary(result: dict[str, Any]) -> str:
         f"{len(config['kv_cache_groups'])} group(s), "
         f"scheduler block {config['scheduler_block_size']}, "
         f"hash block {config['hash_block_size']}, caching "
-        f"{'on' if config['enable_caching'] else 'off'}"
+        f"{'on' if config['enable_caching'] else 'off'}",
     ]
     for i, record in enumerate(result["records"]):
         who = "" if record["request_id"] is None else f" {record['request_id']}"
