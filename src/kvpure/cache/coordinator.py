@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvpure.cache.block_pool import BlockPool
-from kvpure.cache.errors import UnsupportedTraceError
+from kvpure.cache.errors import ManagerRefusedError, UnsupportedTraceError
 from kvpure.cache.mamba import MambaManager
 from kvpure.cache.request import CacheRequest
 from kvpure.cache.rules import CacheRules, eagle_hit_max_length
@@ -96,6 +96,19 @@ def make_manager(
             feature=f"kv_cache_groups[{group_id}] ({kind})",
             reason="the cache replay models full-attention, sliding-window, chunked-local and "
             "Mamba groups only",
+        )
+    if (
+        isinstance(spec, MambaSpec)
+        and enable_caching
+        and rules is not None
+        and rules.mamba_caching_requires_align
+        and spec.mamba_cache_mode != "align"
+    ):
+        raise ManagerRefusedError(
+            feature=f"kv_cache_groups[{group_id}] (MambaSpec, mamba_cache_mode "
+            f"{spec.mamba_cache_mode!r})",
+            reason=f"vLLM {rules.vllm_version}: Mamba prefix caching requires "
+            "mamba_cache_mode='align'",
         )
     manager: type[SingleTypeKVCacheManager] | None = (
         MambaManager

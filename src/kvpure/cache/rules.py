@@ -74,6 +74,9 @@ class CacheRules:
     Not modelled: such a trace is refused under these rules."""
     header_lookahead_and_layout: bool
     """The replay's header names ``num_hash_lookahead_tokens`` and ``kv_cache_layout``."""
+    mamba_caching_requires_align: bool
+    """A Mamba group with prefix caching on must run in "align" mode (0.33+:
+    ``MambaManager.__init__`` asserts it); 0.26 builds the manager in any mode."""
     sink_manager_rejects_zeroing_flag: bool
     """0.26's ``SinkFullAttentionManager.__init__`` does not take the
     ``needs_kv_cache_zeroing`` every manager is given, so a sink-attention model cannot
@@ -94,6 +97,7 @@ CACHE_RULES_0_26 = CacheRules(
     prefix_cache_stats_has_hits_by_source=False,
     partial_tail_block_cached=False,
     header_lookahead_and_layout=False,
+    mamba_caching_requires_align=False,
     sink_manager_rejects_zeroing_flag=True,
 )
 """vLLM 0.26.0."""
@@ -112,6 +116,7 @@ CACHE_RULES_0_33 = replace(
     prefix_cache_stats_has_hits_by_source=True,
     partial_tail_block_cached=True,
     header_lookahead_and_layout=True,
+    mamba_caching_requires_align=True,
     sink_manager_rejects_zeroing_flag=False,
 )
 """vLLM 0.33.0."""
