@@ -213,14 +213,19 @@ def test_hash_prompt_equals_python_path(
     assert hash_prompt(scheme, request) == _python(lambda: hash_prompt(scheme, request))
 
 
+class _IntSubclass(int):
+    """An int that is not an exact int: the C method hands it to the Python one."""
+
+
 def test_odd_calls_run_the_python_method() -> None:
     """Int subclasses, generators, a non-default chain hasher and the switch turned off
     go to the Python method, with its results."""
     scheme = _scheme("sha256_cbor", 4, VLLM_0_26)
     state = RequestBlockHashes.start(scheme, HashRequest(prompt_token_ids=tuple(range(9))))
-    expected = _python(lambda: state.append_output_token_ids([True, 5, 6, 7]))
-    assert state.append_output_token_ids(True).append_output_token_ids(iter([5, 6, 7])) == expected
-    assert state.append_output_token_ids([True, 5, 6, 7]) == expected
+    one = _IntSubclass(1)
+    expected = _python(lambda: state.append_output_token_ids([one, 5, 6, 7]))
+    assert state.append_output_token_ids(one).append_output_token_ids(iter([5, 6, 7])) == expected
+    assert state.append_output_token_ids([one, 5, 6, 7]) == expected
     with pytest.raises(TypeError):
         state.append_output_token_ids()  # type: ignore[call-arg]  # the Python method's error
     with pytest.raises(TypeError):

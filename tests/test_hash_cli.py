@@ -71,7 +71,8 @@ def test_example_request_defaults_to_sha256_and_vllm_026(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     expected = _golden_case(G026, "lora_salt_mm_bs16")["hashes"]["sha256"]["block_hashes"]
-    assert _json_hashes(capsys, ["hash", str(EXAMPLE), "--seed", "0", "--json"]) == expected
+    argv = ["hash", str(EXAMPLE), "--seed", "0", "--vllm", "0.26", "--json"]
+    assert _json_hashes(capsys, argv) == expected
     expected_033 = _golden_case(G033, "lora_salt_mm_bs16")["hashes"]["sha256"]["block_hashes"]
     argv = ["hash", str(EXAMPLE), "--seed", "0", "--profile", "vllm-0.33", "--json"]
     assert _json_hashes(capsys, argv) == expected_033
@@ -89,7 +90,7 @@ def test_033_without_seed_uses_the_fixed_seed(
 
 
 def test_readable_output(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["hash", str(EXAMPLE), "--seed", "0"]) == 0
+    assert main(["hash", str(EXAMPLE), "--seed", "0", "--vllm", "0.26"]) == 0
     out = capsys.readouterr().out
     expected = _golden_case(G026, "lora_salt_mm_bs16")["hashes"]["sha256"]["block_hashes"]
     assert "4 block hashes" in out
@@ -99,13 +100,14 @@ def test_readable_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_random_none_hash_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["hash", str(EXAMPLE)]) == 2
+    assert main(["hash", str(EXAMPLE), "--vllm", "0.26"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "--seed" in err
     assert "--random-none-hash" in err
-    first = _json_hashes(capsys, ["hash", str(EXAMPLE), "--random-none-hash", "--json"])
-    second = _json_hashes(capsys, ["hash", str(EXAMPLE), "--random-none-hash", "--json"])
+    argv = ["hash", str(EXAMPLE), "--vllm", "0.26", "--random-none-hash", "--json"]
+    first = _json_hashes(capsys, argv)
+    second = _json_hashes(capsys, argv)
     assert len(first) == len(second) == 4
     assert first != second
 
@@ -114,7 +116,6 @@ def test_random_none_hash_only_when_asked(capsys: pytest.CaptureFixture[str]) ->
     ("data", "field"),
     [
         ({"block_size": 0, "prompt_token_ids": [1]}, "block_size"),
-        ({"prompt_token_ids": [1]}, "block_size"),
         ({"block_size": 4, "prompt_token_ids": [1, "x"]}, "prompt_token_ids[1]"),
         ({"block_size": 4, "prompt_token_ids": [1], "lora_name": 3}, "lora_name"),
         (
@@ -156,7 +157,6 @@ def test_random_none_hash_only_when_asked(capsys: pytest.CaptureFixture[str]) ->
             {"block_size": 4, "prompt_token_ids": [1], "appended_output_tokens": [[1], "x"]},
             "appended_output_tokens[1]",
         ),
-        ([1, 2], "block_size"),  # a bare list of token ids needs --block-size
         ("just text", "request"),
     ],
 )
@@ -190,13 +190,24 @@ def test_hex_embeddings_request(tmp_path: Path, capsys: pytest.CaptureFixture[st
     data = array("f", (i / 7.0 for i in range(40 * 8))).tobytes()
     case["prompt_embeds"] = {"dtype": "float32", "shape": [40, 8], "hex": data.hex()}
     path = _write(tmp_path, _request_part(case))
-    argv = ["hash", str(path), "--seed", "0", "--algo", "sha256_cbor", "--json"]
+    argv = ["hash", str(path), "--seed", "0", "--algo", "sha256_cbor", "--vllm", "0.26", "--json"]
     assert _json_hashes(capsys, argv) == case["hashes"]["sha256_cbor"]["block_hashes"]
 
 
 def test_python_dash_m_kvpure_hash() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "kvpure", "hash", str(EXAMPLE), "--seed", "0", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "kvpure",
+            "hash",
+            str(EXAMPLE),
+            "--seed",
+            "0",
+            "--vllm",
+            "0.26",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=False,

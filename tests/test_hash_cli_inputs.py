@@ -36,13 +36,23 @@ def _hash_json(stdin: str, *args: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_a_bare_list_on_stdin_with_block_size_gives_vllms_hashes(algo: str) -> None:
-    out = _hash_json(json.dumps(PLAIN["prompt_token_ids"]), "--block-size", "16", "--algo", algo)
+    out = _hash_json(
+        json.dumps(PLAIN["prompt_token_ids"]),
+        "--block-size",
+        "16",
+        "--algo",
+        algo,
+        "--vllm",
+        "0.26",
+    )
     assert out["block_hashes"] == PLAIN["hashes"][algo]["block_hashes"]
     assert out["none_hash"] == GOLDEN["none_hash"][algo]
+    assert out["vllm_version"] == "0.26"
     assert out["scheme"] == {
         "algorithm": algo,
         "block_size": 16,
         "profile": "vllm-0.26",
+        "num_hash_lookahead_tokens": 0,
         "seed": "0",
     }
     events = out["event_block_hashes"]

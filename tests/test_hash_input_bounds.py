@@ -40,15 +40,21 @@ def _state() -> RequestBlockHashes:
 
 
 @pytest.mark.parametrize(
-    "step",
-    [-1, [5, -1], (-7,), iter([4, -3]), [4, 5, 6, -(2**40)]],
+    ("step", "field"),
+    [
+        (-1, "token_ids"),
+        ([5, -1], "token_ids[1]"),
+        ((-7,), "token_ids[0]"),
+        (iter([4, -3]), "token_ids[1]"),
+        ([4, 5, 6, -(2**40)], "token_ids[3]"),
+    ],
     ids=["int", "list", "tuple", "iterator", "deep-in-a-list"],
 )
-def test_a_negative_appended_id_is_refused(step: int | Iterable[int]) -> None:
+def test_a_negative_appended_id_is_refused(step: int | Iterable[int], field: str) -> None:
     state = _state()
     with pytest.raises(InvalidFieldError) as caught:
         state.append_output_token_ids(step)
-    assert caught.value.field == "token_ids"
+    assert caught.value.field == field
     assert "0 or more" in str(caught.value)
     assert state.append_output_token_ids([4, 5]).all_token_ids == [1, 2, 3, 4, 5]
 
@@ -57,7 +63,7 @@ def test_a_non_int_appended_id_is_refused() -> None:
     items: list[object] = [4, "x"]  # an iterator: not seen by the test-wide beartype hook
     with pytest.raises(InvalidFieldError) as caught:
         _state().append_output_token_ids(iter(items))  # type: ignore[arg-type]  # the misuse
-    assert caught.value.field == "token_ids"
+    assert caught.value.field == "token_ids[1]"
 
 
 def test_zero_and_large_ids_are_appended() -> None:

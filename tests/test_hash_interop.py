@@ -84,7 +84,7 @@ def test_cli_share_equal_strings(
         '{"block_size": 2, "prompt_token_ids": [1, 2], "lora_name": "tenant", '
         '"cache_salt": "tenant"}'
     )
-    argv = ["hash", str(path), "--seed", "0", "--json"] + (
+    argv = ["hash", str(path), "--seed", "0", "--vllm", "0.26", "--json"] + (
         ["--share-equal-strings"] if share else []
     )
     assert main(argv) == 0

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kvpure.hashing import (
         VLLM_0_26,
         VLLM_0_33,
+        VLLM_0_34,
         BlockHashListWithBlockSize,
         HashAlgorithm,
         HashRequest,
@@ -152,6 +153,7 @@ _WHERE: dict[str, str] = {
     "UniformTypeKVCacheSpecs": "kvpure.specs",
     "VLLM_0_26": "kvpure.hashing",
     "VLLM_0_33": "kvpure.hashing",
+    "VLLM_0_34": "kvpure.hashing",
     "capacity_report": "kvpure.report.model_plan",
     "estimate_max_model_len": "kvpure.planning.memory",
     "get_block_hash": "kvpure.hashing",
@@ -224,6 +226,7 @@ __all__ = [
     "UniformTypeKVCacheSpecs",
     "VLLM_0_26",
     "VLLM_0_33",
+    "VLLM_0_34",
     "__version__",
     "capacity_report",
     "estimate_max_model_len",

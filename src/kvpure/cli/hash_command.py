@@ -2,10 +2,16 @@
 
 The NONE_HASH seed is ``--seed`` (the server's PYTHONHASHSEED). Without it
 nothing is read from the environment: the profile's rule for an unset
-PYTHONHASHSEED applies, which for ``vllm-0.33`` with sha256 or sha256_cbor is
-the fixed seed ``"vllm-none-hash"``; where that rule is a random NONE_HASH
-(every algorithm of ``vllm-0.26``, xxhash* of ``vllm-0.33``) the command stops
-with exit code 2 unless ``--random-none-hash`` asks for one.
+PYTHONHASHSEED applies, which for ``vllm-0.33``/``vllm-0.34`` with sha256 or
+sha256_cbor is the fixed seed ``"vllm-none-hash"``; where that rule is a random
+NONE_HASH (every algorithm of ``vllm-0.26``, xxhash* of 0.33/0.34) the command
+stops with exit code 2 unless ``--random-none-hash`` asks for one.
+
+``--vllm`` picks the release (default 0.34; ``--profile vllm-X.Y`` is its alias).
+``--lookahead L`` (or the file's ``num_hash_lookahead_tokens``; the flag wins)
+hashes each block with the L tokens after it, as a 0.33/0.34 server running
+EAGLE, EAGLE3 or MTP with prefix caching does (L = 1); 0.26 has no lookahead.
+Under 0.34 a token id outside signed int32 is refused naming its position.
 
 Strings read from the file are distinct objects, as in a vLLM request built
 from the same JSON; ``--share-equal-strings`` makes equal strings one object
@@ -21,11 +27,17 @@ import json
 from typing import Any
 
 from kvpure.cli.input_files import read_json
+from kvpure.cli.vllm_option import add_vllm_argument
+from kvpure.errors import InvalidFieldError
 from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.request_state import RequestBlockHashes
-from kvpure.hashing.scheme import DEFAULT_HASH_PROFILE, HASH_PROFILES, HashScheme, get_hash_profile
+from kvpure.hashing.scheme import HASH_PROFILES, HashScheme, hash_profile_for_version
 from kvpure.hashing.types import maybe_convert_block_hash
 from kvpure.interop.hashing import hash_case_from_json
+from kvpure.versions import normalize_vllm_version, resolve_vllm_version
+
+DEFAULT_BLOCK_SIZE = 16
+"""vLLM's default block size (``CacheConfig.block_size``), used where nothing gives one."""
 
 
 def register(sub: Any) -> None:
@@ -46,11 +58,20 @@ def register(sub: Any) -> None:
         default=None,
         help="the server's PYTHONHASHSEED (default: unset, the profile's rule applies)",
     )
+    add_vllm_argument(parser)
     parser.add_argument(
         "--profile",
-        default=DEFAULT_HASH_PROFILE.name,
+        default=None,
         choices=tuple(HASH_PROFILES),
-        help=f"vLLM rules to follow (default: {DEFAULT_HASH_PROFILE.name})",
+        help="alias of --vllm: vllm-0.26, vllm-0.33 or vllm-0.34",
+    )
+    parser.add_argument(
+        "--lookahead",
+        type=int,
+        default=None,
+        metavar="L",
+        help="vLLM's num_hash_lookahead_tokens (0.33+; 1 for EAGLE/EAGLE3/MTP with prefix "
+        "caching); default: the file's num_hash_lookahead_tokens, else 0",
     )
     parser.add_argument(
         "--random-none-hash",
@@ -67,28 +88,56 @@ def register(sub: Any) -> None:
         "--block-size",
         type=int,
         default=None,
-        help="tokens per hashed block (vLLM's hash_block_size), where the file has none",
+        help="tokens per hashed block (vLLM's hash_block_size), where the file has none "
+        f"(default {DEFAULT_BLOCK_SIZE})",
     )
     parser.add_argument(
         "--json",
         action="store_true",
-        help="print the NONE_HASH, the block hashes (hex and as vLLM's event ints) and the "
-        "scheme used",
+        help="print the NONE_HASH, the block hashes (hex and as vLLM's event ints), the "
+        "scheme used and the vLLM version",
     )
     parser.set_defaults(run=run)
 
 
+def _version(args: argparse.Namespace) -> str:
+    """``--vllm`` or its alias ``--profile`` (both only if they agree), else the default."""
+    flag: str | None = args.vllm
+    if args.profile is not None:
+        aliased = args.profile.removeprefix("vllm-")
+        if flag is not None and normalize_vllm_version(flag, field="--vllm") != aliased:
+            raise InvalidFieldError(
+                field="--profile",
+                value=args.profile,
+                reason=f"names another release than --vllm {flag}; give one of them",
+            )
+        flag = aliased
+    return resolve_vllm_version(flag)
+
+
 def run(args: argparse.Namespace) -> int:
+    version = _version(args)
+    if args.lookahead is not None and args.lookahead < 0:
+        raise InvalidFieldError(
+            field="--lookahead", value=args.lookahead, reason="must be 0 or more tokens"
+        )
     data = read_json(args.request)
     case = hash_case_from_json(
-        data, share_equal_strings=args.share_equal_strings, block_size=args.block_size
+        data,
+        share_equal_strings=args.share_equal_strings,
+        block_size=args.block_size,
+        default_block_size=DEFAULT_BLOCK_SIZE,
     )
+    lookahead = args.lookahead
+    if lookahead is None:
+        lookahead = case.num_hash_lookahead_tokens or 0
     scheme = HashScheme.from_seed(
         algorithm=args.algo,
         block_size=case.block_size,
         seed=args.seed,
-        profile=get_hash_profile(args.profile),
+        profile=hash_profile_for_version(version),
         random_none_hash=args.random_none_hash,
+        num_hash_lookahead_tokens=lookahead,
     )
     state = RequestBlockHashes.start(scheme, case.request)
     for step in case.appended_output_tokens:
@@ -100,10 +149,12 @@ def run(args: argparse.Namespace) -> int:
             "algorithm": str(scheme.algorithm),
             "block_size": scheme.block_size,
             "profile": scheme.profile.name,
+            "num_hash_lookahead_tokens": scheme.num_hash_lookahead_tokens,
             "seed": args.seed,
         }
         out = {
             "block_hashes": hashes,
+            "vllm_version": version,
             "event_block_hashes": [e.hex() if isinstance(e, bytes) else e for e in events],
             "none_hash": scheme.none_hash.hex(),
             "scheme": scheme_json,
@@ -113,8 +164,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     seed = "unset" if args.seed is None else repr(args.seed)
     print(
-        f"{len(hashes)} block hashes ({scheme.algorithm}, block_size={scheme.block_size} tokens, "
-        f"profile {scheme.profile.name}, PYTHONHASHSEED {seed}, {state.num_tokens} tokens)"
+        f"vLLM {version}: {len(hashes)} block hashes ({scheme.algorithm}, "
+        f"block_size={scheme.block_size} tokens, lookahead {scheme.num_hash_lookahead_tokens} "
+        f"tokens, profile {scheme.profile.name}, PYTHONHASHSEED {seed}, "
+        f"{state.num_tokens} tokens)"
     )
     print(f"NONE_HASH {scheme.none_hash.hex()}")
     for index, block_hash in enumerate(state.block_hashes):

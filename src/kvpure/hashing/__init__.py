@@ -37,10 +37,17 @@ from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
     generate_block_hash_extra_keys,
+    lookahead_extra_keys_for_blocks,
     resume_mm_index,
     to_event_extra_keys,
 )
 from kvpure.hashing.fast_prompt import fast_hash_token_blocks
+from kvpure.hashing.frontend import (
+    frontend_block_hashes,
+    num_frontend_block_hashes,
+    router_block_hashes,
+    truncate_block_hashes,
+)
 from kvpure.hashing.request import HashRequest, MultiModalFeature, PromptEmbeds
 from kvpure.hashing.request_state import RequestBlockHashes
 from kvpure.hashing.scheme import (
@@ -48,12 +55,14 @@ from kvpure.hashing.scheme import (
     HASH_PROFILES,
     VLLM_0_26,
     VLLM_0_33,
+    VLLM_0_34,
     ExtraKeyStyle,
     HashScheme,
     MmResumeRule,
     RandomNoneHashForm,
     VllmHashProfile,
     get_hash_profile,
+    hash_profile_for_version,
     none_hash_from_seed,
     none_hash_seed_from_environment,
     random_none_hash,
@@ -69,6 +78,12 @@ from kvpure.hashing.types import (
 )
 
 __all__ = [
+    "lookahead_extra_keys_for_blocks",
+    "hash_profile_for_version",
+    "truncate_block_hashes",
+    "router_block_hashes",
+    "num_frontend_block_hashes",
+    "frontend_block_hashes",
     "DEFAULT_HASH_PROFILE",
     "HASH_ALGORITHM_NAMES",
     "NO_BLOCK_HASHES",
@@ -76,6 +91,7 @@ __all__ = [
     "PICKLE_PROTOCOL",
     "VLLM_0_26",
     "VLLM_0_33",
+    "VLLM_0_34",
     "BlockHash",
     "BlockHashList",
     "BlockHashListWithBlockSize",

@@ -29,6 +29,9 @@ __all__ = [
     "accelerated",
     "available",
     "compiled_hash_blocks",
+    "compiled_hash_lookahead_blocks",
+    "first_bad_token",
+    "floor_digests",
     "hash_prompt_blocks",
     "install_decode_append",
     "one_block_hasher",
@@ -83,6 +86,35 @@ def set_native_xxhash(enabled: bool) -> str | None:
     return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
 
 
+def first_bad_token(token_ids: Sequence[object], low: int, high: int | None) -> int:
+    """The index of the first item of ``token_ids`` that is not an int (a bool is not one)
+    or lies outside ``[low, high]`` (``high`` None: unbounded), else -1. In C where the
+    extension is built (a list or tuple; whether or not it is switched on, as it is a check,
+    not a hash), else in Python: the same answer."""
+    chain = _CHAIN
+    if chain is not None and (type(token_ids) is list or type(token_ids) is tuple):
+        return int(chain.first_bad_token(token_ids, low, high))
+    for index, token in enumerate(token_ids):
+        if (
+            not isinstance(token, int)
+            or type(token) is bool
+            or token < low
+            or (high is not None and token > high)
+        ):
+            return index
+    return -1
+
+
+def floor_digests() -> Callable[[int, list[bytes]], bytes] | None:
+    """The extension's ``floor_digests(algo_code, payloads)``: every payload's digest in a C
+    loop (a benchmark's floor); None where the extension is not built."""
+    return (
+        None
+        if _CHAIN is None
+        else cast("Callable[[int, list[bytes]], bytes]", _CHAIN.floor_digests)
+    )
+
+
 CompiledHashBlocks = Callable[
     [str, bytes, Sequence[int], int, Sequence[tuple[object, ...] | None]], list[bytes] | None
 ]
@@ -93,6 +125,18 @@ def compiled_hash_blocks() -> CompiledHashBlocks | None:
     contract of :func:`hash_prompt_blocks` (None while switched off), for a caller that
     saves the wrapper's call; None where the extension is not built."""
     return None if _CHAIN is None else cast("CompiledHashBlocks", _CHAIN.hash_blocks)
+
+
+CompiledLookaheadBlocks = Callable[
+    [str, bytes, Sequence[int], int, Sequence[tuple[object, ...] | None], int], list[bytes] | None
+]
+
+
+def compiled_hash_lookahead_blocks() -> CompiledLookaheadBlocks | None:
+    """The extension's ``hash_blocks`` with its sixth argument, the lookahead L: the extra
+    keys given are each block's ``E`` and the token ids hold L tokens past the last block;
+    block ``i`` is hashed with ``(E_i, the L tokens after it)``. None where not built."""
+    return None if _CHAIN is None else cast("CompiledLookaheadBlocks", _CHAIN.hash_blocks)
 
 
 def hash_prompt_blocks(
@@ -115,16 +159,18 @@ _Hasher = TypeVar("_Hasher", bound=Callable[[bytes, Sequence[int]], bytes])
 
 
 def one_block_hasher(
-    algo_name: str, block_size: int, extra_keys: object, fallback: _Hasher
+    algo_name: str, block_size: int, extra_keys: object, fallback: _Hasher, lookahead: int = 0
 ) -> _Hasher:
     """A C hasher of one block of ``block_size`` tokens with ``extra_keys`` (encoded once)
     that calls ``fallback`` for every input it does not handle or while switched off; or
-    ``fallback`` itself where the extension is not built or cannot encode the extra keys."""
+    ``fallback`` itself where the extension is not built or cannot encode the extra keys.
+    With ``lookahead`` L > 0 it takes ``block_size + L`` tokens and hashes the first
+    ``block_size`` with ``(extra_keys, the L others)``."""
     chain = _CHAIN
     code = _ALGORITHM_CODES.get(algo_name)
     if chain is None or code is None:
         return fallback
-    native = chain.one_block_hasher(code, block_size, extra_keys, fallback)
+    native = chain.one_block_hasher(code, block_size, extra_keys, fallback, lookahead)
     return fallback if native is None else cast("_Hasher", native)
 
 

@@ -21,16 +21,20 @@ from typing import Protocol, cast, runtime_checkable
 from pyrsistent import PVector, pvector
 
 from kvpure.errors import InvalidFieldError
-from kvpure.hashing.algorithms import HashFunction, get_hash_fn_by_name
+from kvpure.hashing.algorithms import HashAlgorithm, HashFunction, get_hash_fn_by_name
+from kvpure.hashing.cbor_text import check_cbor_text
 from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
+    lookahead_base_keys,
     steady_extra_keys,
     steady_extra_keys_start,
+    with_lookahead_tokens,
 )
-from kvpure.hashing.fast_prompt import fast_hash_token_blocks
+from kvpure.hashing.fast_prompt import fast_hash_lookahead_blocks, fast_hash_token_blocks
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
+from kvpure.hashing.token_checks import check_token_ids
 from kvpure.hashing.types import BlockHash
 
 
@@ -106,6 +110,7 @@ def extend_block_hashes(
     block_hashes: PVector[BlockHash],
     *,
     chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
+    token_field: str = "all_token_ids",
 ) -> PVector[BlockHash]:
     """``block_hashes`` extended by the hashes of the new full blocks of ``all_token_ids``.
 
@@ -113,31 +118,65 @@ def extend_block_hashes(
     its output tokens so far; ``block_hashes`` the hashes it already has. The
     result is a new PVector sharing ``block_hashes``; it is ``block_hashes``
     itself when no new block is full. This is one run of vLLM's request block
-    hasher, including where it resumes its multimodal scan.
+    hasher, including where it resumes its multimodal scan. With the scheme's
+    ``num_hash_lookahead_tokens`` L > 0 a block ``[s, e)`` is hashed once tokens up to
+    ``e + L`` exist, with the extra keys of
+    :func:`~kvpure.hashing.extra_keys.lookahead_extra_keys_for_blocks`.
+
+    Under a profile with int32 token ids, every token not yet hashed is checked first
+    (``token_field[i]`` names one out of range).
     """
     block_size = scheme.block_size
+    lookahead = scheme.num_hash_lookahead_tokens
     start = len(block_hashes) * block_size
-    num_new_blocks = (len(all_token_ids) - start) // block_size
+    if scheme.profile.int32_token_ids and len(all_token_ids) > start:
+        unhashed = all_token_ids[start:]
+        if type(unhashed) is not tuple and type(unhashed) is not list:
+            unhashed = list(unhashed)
+        check_token_ids(scheme.profile, unhashed, field=token_field, offset=start)
+    num_new_blocks = (len(all_token_ids) - lookahead - start) // block_size
     if num_new_blocks <= 0:
         return block_hashes
-    steady_start = steady_extra_keys_start(request, block_size)
-    if steady_start is not None and start >= steady_start:  # decoding: no scan needed
-        extra_keys = [steady_extra_keys(scheme.profile, request)] * num_new_blocks
-    else:
-        extra_keys = extra_keys_for_blocks(
-            scheme.profile, request, block_size, start, num_new_blocks
-        )
-    parent: bytes = block_hashes[-1] if block_hashes else scheme.none_hash
+    if _USES_CBOR[scheme.algorithm]:
+        check_cbor_text(request)
     end = start + num_new_blocks * block_size
-    new_token_ids = all_token_ids[start:end]
-    if type(new_token_ids) is not tuple and type(new_token_ids) is not list:
-        new_token_ids = tuple(new_token_ids)  # a PVector's slice: the hashers index it
-    digests = chain_hasher(scheme.algorithm, parent, new_token_ids, block_size, extra_keys)
+    parent: bytes = block_hashes[-1] if block_hashes else scheme.none_hash
+    extra_keys: Sequence[ExtraKeys]
+    if lookahead:
+        window = all_token_ids[start : end + lookahead]
+        if type(window) is not tuple and type(window) is not list:
+            window = tuple(window)  # a PVector's slice: the hashers index it
+        bases = lookahead_base_keys(
+            scheme.profile, request, block_size, start, num_new_blocks, lookahead
+        )
+        if chain_hasher is fast_hash_token_blocks:  # the keys' tuples built only if needed
+            digests = fast_hash_lookahead_blocks(
+                scheme.algorithm, parent, window, block_size, bases, lookahead
+            )
+        else:
+            extra_keys = with_lookahead_tokens(bases, window, block_size, lookahead)
+            digests = chain_hasher(
+                scheme.algorithm, parent, window[: end - start], block_size, extra_keys
+            )
+    else:
+        steady_start = steady_extra_keys_start(request, block_size)
+        if steady_start is not None and start >= steady_start:  # decoding: no scan needed
+            extra_keys = [steady_extra_keys(scheme.profile, request)] * num_new_blocks
+        else:
+            extra_keys = extra_keys_for_blocks(
+                scheme.profile, request, block_size, start, num_new_blocks
+            )
+        new_token_ids = all_token_ids[start:end]
+        if type(new_token_ids) is not tuple and type(new_token_ids) is not list:
+            new_token_ids = tuple(new_token_ids)  # a PVector's slice: the hashers index it
+        digests = chain_hasher(scheme.algorithm, parent, new_token_ids, block_size, extra_keys)
     # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
     if len(digests) == 1:  # decoding: appending is cheaper than extending
         return block_hashes.append(cast("BlockHash", digests[0]))
     return block_hashes.extend(cast("list[BlockHash]", digests))
 
+
+_USES_CBOR = {algorithm: algorithm.uses_cbor for algorithm in HashAlgorithm}
 
 NO_BLOCK_HASHES: PVector[BlockHash] = pvector()
 """The block hashes of a request before any block is full."""
@@ -149,13 +188,15 @@ def hash_prompt(
     *,
     chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
 ) -> PVector[BlockHash]:
-    """The block hashes vLLM computes for ``request`` when it arrives (full blocks only)."""
+    """The block hashes vLLM computes for ``request`` when it arrives (full blocks only;
+    with lookahead L, ``max(n - L, 0) // block_size`` of them for n prompt tokens)."""
     return extend_block_hashes(
         scheme,
         request,
         request.prompt_token_ids_for_hashing,
         NO_BLOCK_HASHES,
         chain_hasher=chain_hasher,
+        token_field="prompt_token_ids",
     )
 
 

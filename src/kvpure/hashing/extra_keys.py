@@ -260,6 +260,85 @@ def extra_keys_for_blocks(
     return result
 
 
+def lookahead_extra_keys_for_blocks(
+    profile: VllmHashProfile,
+    request: HashRequest,
+    block_size: int,
+    start_token_idx: int,
+    num_blocks: int,
+    lookahead: int,
+    window: Sequence[int],
+) -> list[ExtraKeys]:
+    """The extra keys of ``num_blocks`` blocks from ``start_token_idx`` hashed with ``lookahead``
+    (L >= 1) tokens, as one call of vLLM 0.33+'s request block hasher with
+    ``num_hash_lookahead_tokens`` L (``vllm/v1/core/kv_cache_utils.py``:
+    ``get_request_block_hasher``, ``generate_lookahead_block_hash_extra_keys``).
+
+    Block ``[s, e)`` gets ``(E, t[e], ..., t[e+L-1])``: ``E`` its keys over ``[s, e + L)``
+    (:func:`lookahead_base_keys`), the tokens those after it. ``window`` holds the tokens
+    ``[start_token_idx, start_token_idx + num_blocks * block_size + L)``.
+    """
+    bases = lookahead_base_keys(
+        profile, request, block_size, start_token_idx, num_blocks, lookahead
+    )
+    return with_lookahead_tokens(bases, window, block_size, lookahead)
+
+
+def lookahead_base_keys(
+    profile: VllmHashProfile,
+    request: HashRequest,
+    block_size: int,
+    start_token_idx: int,
+    num_blocks: int,
+    lookahead: int,
+) -> list[ExtraKeys]:
+    """Each block's ``E`` under lookahead L: its extra keys over ``[s, e + L)`` (None where
+    there are none; the embeddings digest over those rows too). After each block the
+    multimodal index is rewound to the first item that ends after ``e``, so an item inside
+    the lookahead window is met again by the next block. Blocks starting at or past the last
+    multimodal item (without embeddings) share one value, built once."""
+    features = request.mm_features
+    if request.prompt_embeds is not None:
+        num_scanned = num_blocks
+    else:  # a block starting at or past the last item's end has no multimodal key
+        last_end = features[-1].end if features else 0
+        behind = last_end - start_token_idx
+        num_scanned = 0 if behind <= 0 else min(num_blocks, -(-behind // block_size))
+    bases: list[ExtraKeys] = []
+    if num_scanned:
+        mm_idx = resume_mm_index(profile, request, start_token_idx)
+        start = start_token_idx
+        for _ in range(num_scanned):
+            end = start + block_size
+            keys, mm_idx = generate_block_hash_extra_keys(
+                profile, request, start, end + lookahead, mm_idx
+            )
+            while mm_idx > 0 and features[mm_idx - 1].end > end:
+                mm_idx -= 1
+            bases.append(keys)
+            start = end
+    if num_scanned < num_blocks:
+        bases += _uniform_extra_keys(
+            profile,
+            request,
+            start_token_idx + num_scanned * block_size,
+            num_blocks - num_scanned,
+        )
+    return bases
+
+
+def with_lookahead_tokens(
+    bases: Sequence[ExtraKeys], window: Sequence[int], block_size: int, lookahead: int
+) -> list[ExtraKeys]:
+    """``(E_i, t[e_i], ..., t[e_i + L - 1])`` for each block ``i`` of ``window`` (its blocks'
+    tokens then L more): vLLM's ``(extra_keys, *all_token_ids[e:e + L])``."""
+    last = len(bases) * block_size  # the end of the last block, relative to the window
+    if lookahead == 1:
+        return list(zip(bases, window[block_size : last + 1 : block_size], strict=True))
+    columns = [window[block_size + j : last + j + 1 : block_size] for j in range(lookahead)]
+    return list(zip(bases, *columns, strict=True))
+
+
 def to_event_extra_keys(
     profile: VllmHashProfile, extra_keys: Sequence[ExtraKeys]
 ) -> tuple[ExtraKeys, ...] | None:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 import xxhash
 
 from kvpure.errors import InvalidFieldError
-from kvpure.hashing.accelerator import compiled_hash_blocks
+from kvpure.hashing.accelerator import compiled_hash_blocks, compiled_hash_lookahead_blocks
 from kvpure.hashing.accelerator import one_block_hasher as accelerated_one_block_hasher
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
@@ -41,11 +41,14 @@ from kvpure.hashing.cbor_tails import (
     extra_keys_cbor,
     token_array,
 )
+from kvpure.hashing.errors import CborEncodeError
+from kvpure.hashing.extra_keys import with_lookahead_tokens
 from kvpure.hashing.fast_encoding import cbor_token_items
 
 __all__ = [
     "OneBlockHasher",
     "block_payloads",
+    "fast_hash_lookahead_blocks",
     "fast_hash_token_blocks",
     "one_block_hasher",
     "reference_payload",
@@ -59,6 +62,7 @@ _USES_CBOR: dict[str, bool] = {a: a.uses_cbor for a in HashAlgorithm}
 """Whether each algorithm serialises with CBOR, keyed for the hot path (a member or its name)."""
 
 _COMPILED = compiled_hash_blocks()
+_COMPILED_LOOKAHEAD = compiled_hash_lookahead_blocks()
 _SHA256 = hashlib.sha256
 _XXH3_128 = xxhash.xxh3_128_digest
 _PICKLE_DUMPS = pickle.dumps
@@ -98,9 +102,12 @@ OneBlockHasher = Callable[[bytes, Sequence[int]], bytes]
 
 
 def one_block_hasher(
-    algo_name: str, block_size: int, extra_keys: tuple[object, ...] | None
+    algo_name: str, block_size: int, extra_keys: tuple[object, ...] | None, lookahead: int = 0
 ) -> OneBlockHasher:
     """A function that hashes one block of ``block_size`` tokens with ``extra_keys``.
+
+    With ``lookahead`` L > 0 it takes the block's tokens and the L after it, and hashes the
+    block with ``(extra_keys, *those L)``, as vLLM 0.33+ does with ``num_hash_lookahead_tokens``.
 
     ``f(parent, tokens)`` is vLLM's ``hash_fn((parent, tuple(tokens), extra_keys))``, for
     every input. For CBOR the extra keys are encoded once, here (they must not change
@@ -109,8 +116,28 @@ def one_block_hasher(
     C extension is built, ``f`` is its one-block hasher, which hands every input it does not
     handle to the Python one.
     """
+    if lookahead:
+        python_hasher = _python_lookahead_hasher(algo_name, block_size, extra_keys, lookahead)
+        return accelerated_one_block_hasher(
+            algo_name, block_size, extra_keys, python_hasher, lookahead
+        )
     python_hasher = _python_one_block_hasher(algo_name, block_size, extra_keys)
     return accelerated_one_block_hasher(algo_name, block_size, extra_keys, python_hasher)
+
+
+def _python_lookahead_hasher(
+    algo_name: str, block_size: int, extra_keys: tuple[object, ...] | None, lookahead: int
+) -> OneBlockHasher:
+    """``f(parent, tokens)`` of ``block_size + lookahead`` tokens: vLLM's
+    ``hash_fn((parent, tuple(tokens[:B]), (extra_keys, *tokens[B:B+L])))``, the reference."""
+    hash_fn = HashAlgorithm.from_name(algo_name).hash_fn
+
+    def hash_with_lookahead(parent: bytes, tokens: Sequence[int]) -> bytes:
+        window = tuple(tokens)
+        after = window[block_size : block_size + lookahead]
+        return hash_fn((parent, window[:block_size], (extra_keys, *after)))
+
+    return hash_with_lookahead
 
 
 def _python_one_block_hasher(
@@ -210,41 +237,67 @@ def fast_hash_token_blocks(
     :class:`~kvpure.hashing.algorithms.HashAlgorithm` (a member or its name). The result is
     byte-identical to hashing block by block.
     """
-    if _COMPILED is not None:  # the extension's hash_blocks (None when off or not handled)
-        accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
-        if accelerated is not None:  # the compiled chain handled it, byte for byte
+    try:
+        if _COMPILED is not None:  # the extension's hash_blocks (None when off or not handled)
+            accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
+            if accelerated is not None:  # the compiled chain handled it, byte for byte
+                return accelerated
+        num_blocks = len(extra_keys)
+        if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
+            block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
+            if algo_name == "sha256":
+                return [_SHA256(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5)).digest()]
+            if algo_name == "xxhash":
+                return [_XXH3_128(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5))]
+            sha = algo_name == "sha256_cbor"
+            if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
+                array = token_array(block)
+                if array is not None:
+                    extra = extra_keys_cbor(extra_keys[0])
+                    payload = b"".join((cbor_head_of_payload(parent), parent, array, extra))
+                    if sha:
+                        return [_SHA256(payload).digest()]
+                    return [_XXH3_128(payload)]
+        known = _USES_CBOR.get(algo_name)
+        num_tokens = num_blocks * block_size
+        if known is None or block_size < 1 or len(token_ids) < num_tokens:
+            _check_algo(algo_name)  # these raise the typed errors
+            _check_sizes(token_ids, block_size, num_blocks)
+        if not known:
+            return _pickle_chain(algo_name, parent, token_ids, block_size, extra_keys)
+        if num_tokens <= _FEW_TOKENS:  # decoding: no whole-prompt setup
+            return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extra_keys)
+        extras = tuple(extra_keys)  # holds every extra-keys object while caches key them by id
+        token_ids = _as_list(token_ids)
+        tails = cbor_tails(token_ids, block_size, extras)
+        if tails is None or type(parent) is not bytes:
+            return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extras)
+        return _cbor_chain(algo_name, parent, tails)
+    except UnicodeEncodeError as err:  # cbor2 on a lone surrogate in the extra keys
+        raise CborEncodeError(type_name="str", reason=f"not valid UTF-8: {err}") from None
+
+
+def fast_hash_lookahead_blocks(
+    algo_name: str,
+    parent: bytes,
+    window: Sequence[int],
+    block_size: int,
+    bases: Sequence[tuple[object, ...] | None],
+    lookahead: int,
+) -> list[bytes]:
+    """:func:`fast_hash_token_blocks` of ``len(bases)`` blocks hashed with ``lookahead`` (L)
+    tokens: ``window`` holds the blocks' tokens then L more, ``bases`` each block's ``E``;
+    block ``i``'s extra keys are ``(E_i, *window[e_i : e_i + L])`` (vLLM 0.33+'s
+    ``get_request_block_hasher`` with ``num_hash_lookahead_tokens``). In C where built (the
+    keys' tuples are never made), else through those tuples."""
+    if _COMPILED_LOOKAHEAD is not None:
+        accelerated = _COMPILED_LOOKAHEAD(algo_name, parent, window, block_size, bases, lookahead)
+        if accelerated is not None:
             return accelerated
-    num_blocks = len(extra_keys)
-    if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
-        block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])
-        if algo_name == "sha256":
-            return [_SHA256(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5)).digest()]
-        if algo_name == "xxhash":
-            return [_XXH3_128(_PICKLE_DUMPS((parent, block, extra_keys[0]), 5))]
-        sha = algo_name == "sha256_cbor"
-        if (sha or algo_name == "xxhash_cbor") and type(parent) is bytes:
-            array = token_array(block)
-            if array is not None:
-                extra = extra_keys_cbor(extra_keys[0])
-                payload = b"".join((cbor_head_of_payload(parent), parent, array, extra))
-                if sha:
-                    return [_SHA256(payload).digest()]
-                return [_XXH3_128(payload)]
-    known = _USES_CBOR.get(algo_name)
-    num_tokens = num_blocks * block_size
-    if known is None or block_size < 1 or len(token_ids) < num_tokens:
-        _check_algo(algo_name)  # these raise the typed errors
-        _check_sizes(token_ids, block_size, num_blocks)
-    if not known:
-        return _pickle_chain(algo_name, parent, token_ids, block_size, extra_keys)
-    if num_tokens <= _FEW_TOKENS:  # decoding: no whole-prompt setup
-        return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extra_keys)
-    extras = tuple(extra_keys)  # holds every extra-keys object while caches key them by id
-    token_ids = _as_list(token_ids)
-    tails = cbor_tails(token_ids, block_size, extras)
-    if tails is None or type(parent) is not bytes:
-        return _cbor_one_by_one(algo_name, parent, token_ids, block_size, extras)
-    return _cbor_chain(algo_name, parent, tails)
+    extras = with_lookahead_tokens(bases, window, block_size, lookahead)
+    return fast_hash_token_blocks(
+        algo_name, parent, window[: len(bases) * block_size], block_size, extras
+    )
 
 
 def _cbor_chain(algo_name: str, parent: bytes, tails: list[bytes]) -> list[bytes]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvpure.errors import InvalidFieldError
+from kvpure.hashing.token_checks import check_token_ids
 from kvpure.runtime_types import typed_init
 
 
@@ -104,6 +105,8 @@ class HashRequest:
     prompt_embeds: PromptEmbeds | None = None
 
     def __post_init__(self) -> None:
+        if self.prompt_token_ids is not None:
+            check_token_ids(None, self.prompt_token_ids, field="prompt_token_ids")
         if self.prompt_token_ids is None and self.prompt_embeds is None:
             raise InvalidFieldError(
                 field="prompt_token_ids",

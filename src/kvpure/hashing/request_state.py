@@ -12,17 +12,18 @@ from typing import Any, cast, overload
 
 from pyrsistent import PVector, pvector
 
-from kvpure.errors import InvalidFieldError
 from kvpure.hashing.accelerator import install_decode_append
 from kvpure.hashing.block_hasher import (
     NO_BLOCK_HASHES,
     TokenBlockChainHasher,
     extend_block_hashes,
 )
+from kvpure.hashing.cbor_text import check_cbor_text
 from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
 from kvpure.hashing.fast_prompt import fast_hash_token_blocks, one_block_hasher
 from kvpure.hashing.request import HashRequest
-from kvpure.hashing.scheme import HashScheme
+from kvpure.hashing.scheme import INT32_MAX, HashScheme
+from kvpure.hashing.token_checks import check_token_ids, token_id_error
 from kvpure.hashing.types import BlockHash
 
 
@@ -33,18 +34,24 @@ class _DecodePlan:
     steady_start: int
     """Blocks starting here or later all have the same extra keys."""
     hash_block: Callable[[bytes, Sequence[int]], BlockHash]
-    """Hashes one such block given its parent."""
+    """Hashes one such block given its parent (and, with lookahead L, the L tokens after it:
+    ``hash_block(parent, block + next_L)``)."""
+    lookahead: int = 0
+    """The scheme's ``num_hash_lookahead_tokens`` (the C append reads it here)."""
 
 
 def _decode_plan(scheme: HashScheme, request: HashRequest) -> _DecodePlan | None:
+    if scheme.algorithm.uses_cbor:
+        check_cbor_text(request)  # before the plan encodes the request's keys
     steady_start = steady_extra_keys_start(request, scheme.block_size)
     if steady_start is None:
         return None
     keys = steady_extra_keys(scheme.profile, request)
-    hasher = one_block_hasher(scheme.algorithm, scheme.block_size, keys)
+    lookahead = scheme.num_hash_lookahead_tokens
+    hasher = one_block_hasher(scheme.algorithm, scheme.block_size, keys, lookahead)
     # BlockHash is a NewType of bytes: the digests are BlockHashes as they are
     as_block_hash = cast("Callable[[bytes, Sequence[int]], BlockHash]", hasher)
-    return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash)
+    return _DecodePlan(steady_start=steady_start, hash_block=as_block_hash, lookahead=lookahead)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +62,10 @@ class _RequestContext:
     request: HashRequest
     block_size: int
     plan: _DecodePlan | None = field(compare=False, hash=False)
+    lookahead: int = 0
+    """The scheme's ``num_hash_lookahead_tokens``."""
+    int32: bool = False
+    """Whether the profile holds token ids as signed int32."""
 
 
 _Chunks = tuple[object, ...]
@@ -141,6 +152,8 @@ class RequestBlockHashes:
             request=request,
             block_size=block_size,
             plan=_decode_plan(scheme, request),
+            lookahead=scheme.num_hash_lookahead_tokens,
+            int32=scheme.profile.int32_token_ids,
         )
         if not isinstance(all_token_ids, PVector | list | tuple):
             all_token_ids = pvector(all_token_ids)  # any other sequence, read once
@@ -209,7 +222,12 @@ class RequestBlockHashes:
         """The state right after vLLM builds the request (prompt blocks hashed)."""
         tokens = request.prompt_token_ids_for_hashing  # a tuple: hashed and split as it is
         hashes = extend_block_hashes(
-            scheme, request, tokens, NO_BLOCK_HASHES, chain_hasher=chain_hasher
+            scheme,
+            request,
+            tokens,
+            NO_BLOCK_HASHES,
+            chain_hasher=chain_hasher,
+            token_field="prompt_token_ids",
         )
         return cls(scheme=scheme, request=request, all_token_ids=tokens, block_hashes=hashes)
 
@@ -222,9 +240,9 @@ class RequestBlockHashes:
         """The state after appending ``token_ids`` (one step) and hashing new full blocks."""
         node = self._state
         hashed: _Hashed = node[0]  # the chain's first item
-        if type(token_ids) is int or isinstance(token_ids, int):
-            if token_ids < 0:
-                raise _negative_token_id(token_ids)
+        if type(token_ids) is int:
+            if token_ids < 0 or (token_ids > INT32_MAX and hashed[0].int32):
+                raise token_id_error("token_ids", token_ids, hashed[0].scheme.profile)
             count = node[1] + 1  # the chain's second item: the count
             if count < hashed[1]:  # no new full block: the common step
                 new = _new_object(RequestBlockHashes)
@@ -233,9 +251,14 @@ class RequestBlockHashes:
             pending = _pending_tokens(node)
             pending.append(token_ids)
             return _hash_pending(hashed, pending, chain_hasher)
-        if type(token_ids) is not list and type(token_ids) is not tuple:
+        if isinstance(token_ids, int | float | str | bytes):  # a bool, an int subclass, ...
+            token_ids = [token_ids]  # type: ignore[list-item]  # refused or read just below
+        elif type(token_ids) is not list and type(token_ids) is not tuple:
             token_ids = list(token_ids)
-        _refuse_negative_token_ids(token_ids)
+        context = hashed[0]
+        check_token_ids(
+            context.scheme.profile if context.int32 else None, token_ids, field="token_ids"
+        )
         if not node[1]:
             return _hash_pending(hashed, token_ids, chain_hasher)  # read, never kept
         pending = _pending_tokens(node)
@@ -253,48 +276,28 @@ class RequestBlockHashes:
         return (_rebuild, (self.scheme, self.request, self.all_token_ids, self.block_hashes))
 
 
-def _negative_token_id(token_id: object) -> InvalidFieldError:
-    return InvalidFieldError(
-        field="token_ids",
-        value=token_id,
-        reason="an appended token id is a vocabulary index, 0 or more",
-    )
-
-
-def _refuse_negative_token_ids(token_ids: Sequence[object]) -> None:
-    """Refuse a step holding a negative id (one C-speed ``min`` over the step)."""
-    try:
-        lowest = min(token_ids, default=0)  # type: ignore[type-var]  # checked below
-        negative = lowest < 0  # type: ignore[operator]  # a non-number raises TypeError
-    except TypeError:
-        raise InvalidFieldError(
-            field="token_ids", value=list(token_ids)[:8], reason="appended token ids are ints"
-        ) from None
-    if negative:
-        raise _negative_token_id(lowest)
-
-
 def _hash_pending(
     hashed: _Hashed, pending: Sequence[int], chain_hasher: TokenBlockChainHasher
 ) -> RequestBlockHashes:
     """The state whose tokens after ``hashed`` are ``pending``, its full blocks hashed."""
     context, block_size, hashes, first, chunks, num_hashed = hashed
-    num_full = len(pending) // block_size * block_size
+    num_full = max(len(pending) - context.lookahead, 0) // block_size * block_size
     if num_full:
         plan = context.plan
         if plan is not None and num_hashed >= plan.steady_start and (chain_hasher is _FAST):
             hash_block = plan.hash_block
             parent = hashes[-1]  # num_hashed >= steady_start >= block_size: a block before
-            if num_full == block_size:  # the decoding step: one block, no loop
+            lookahead = plan.lookahead
+            if num_full == block_size and not lookahead:  # the decoding step: one block
                 block = tuple(pending) if len(pending) == block_size else tuple(pending[:num_full])
                 hashes = hashes.append(hash_block(parent, block))
                 chunks = (chunks, block)
             else:
                 for block_start in range(0, num_full, block_size):
-                    block = tuple(pending[block_start : block_start + block_size])
-                    parent = hash_block(parent, block)
+                    window = tuple(pending[block_start : block_start + block_size + lookahead])
+                    parent = hash_block(parent, window)
                     hashes = hashes.append(parent)
-                    chunks = (chunks, block)
+                    chunks = (chunks, window[:block_size] if lookahead else window)
         else:
             hashes = extend_block_hashes(
                 context.scheme,
@@ -302,7 +305,7 @@ def _hash_pending(
                 _Joined(hashed, pending),
                 hashes,
                 chain_hasher=chain_hasher,
-            )
+            )  # the pending tokens were checked as they came
             chunks = (chunks, tuple(pending[:num_full]))
         hashed = (context, block_size, hashes, first, chunks, num_hashed + num_full)
     new = _new_object(RequestBlockHashes)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from kvpure.errors import InvalidFieldError
@@ -25,6 +25,7 @@ from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.errors import RandomNoneHashNotRequestedError, UnknownHashProfileError
 from kvpure.hashing.types import BlockHash
 from kvpure.runtime_types import typed_init
+from kvpure.versions import normalize_vllm_version
 
 RANDOM_NONE_HASH_NUM_BYTES = 32
 
@@ -72,6 +73,15 @@ class VllmHashProfile:
     """Algorithms that get ``unseeded_seed`` without PYTHONHASHSEED; others get a
     random NONE_HASH."""
     random_none_hash_form: RandomNoneHashForm
+    lookahead_hashes: bool = False
+    """Whether a block's hash may cover the L tokens after it (``num_hash_lookahead_tokens``):
+    0.33 and 0.34 (``vllm/v1/core/kv_cache_utils.py``: ``get_request_block_hasher(...,
+    num_hash_lookahead_tokens)``, ``generate_lookahead_block_hash_extra_keys``); 0.26's
+    hasher has no such parameter."""
+    int32_token_ids: bool = False
+    """Whether token ids must fit in a signed int32: 0.34 keeps a request's tokens in a
+    ``TokenBuffer`` (``vllm/v1/token_buffer.py``, an ``array("i")``), so ``Request`` cannot
+    hold any other id (``OverflowError``); 0.26 and 0.33 keep Python lists of ints."""
 
     def unseeded_none_hash_seed(self, algorithm: str) -> str | None:
         """The seed vLLM uses without PYTHONHASHSEED, or None where it is random."""
@@ -98,23 +108,39 @@ VLLM_0_33 = VllmHashProfile(
     unseeded_seed="vllm-none-hash",
     unseeded_seeded_algorithms=frozenset(a for a in HashAlgorithm if a.is_cryptographic),
     random_none_hash_form=RandomNoneHashForm.HASH_OF_RANDOM_HEX,
+    lookahead_hashes=True,
 )
 
+VLLM_0_34 = replace(VLLM_0_33, name="vllm-0.34", vllm_version="0.34.0", int32_token_ids=True)
+"""0.33's rules, token ids held as signed int32 (every hash of such ids is 0.33's)."""
+
 HASH_PROFILES: Mapping[str, VllmHashProfile] = MappingProxyType(
-    {profile.name: profile for profile in (VLLM_0_26, VLLM_0_33)}
+    {profile.name: profile for profile in (VLLM_0_26, VLLM_0_33, VLLM_0_34)}
 )
-DEFAULT_HASH_PROFILE = VLLM_0_26
+DEFAULT_HASH_PROFILE = VLLM_0_34
+"""The newest supported release's rules (kvpure's default vLLM version, 0.34)."""
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+MAX_HASH_LOOKAHEAD_TOKENS = 2**16
+"""The largest ``num_hash_lookahead_tokens`` accepted (vLLM's is a drafter's few tokens)."""
 
 MAX_HASH_BLOCK_SIZE = 2**20
 """The largest hash block size accepted; vLLM's block sizes are at most a few thousand."""
 
 
 def get_hash_profile(name: str) -> VllmHashProfile:
-    """The profile called ``name`` (``"vllm-0.26"`` or ``"vllm-0.33"``)."""
+    """The profile called ``name`` (``"vllm-0.26"``, ``"vllm-0.33"`` or ``"vllm-0.34"``)."""
     try:
         return HASH_PROFILES[name]
     except KeyError:
         raise UnknownHashProfileError(name=name, valid_names=tuple(HASH_PROFILES)) from None
+
+
+def hash_profile_for_version(version: str) -> VllmHashProfile:
+    """The profile of a vLLM release named as ``--vllm`` takes it (``"0.34"``, ``"0.34.0"``);
+    an unknown one raises :class:`~kvpure.versions.UnknownVllmVersionError`."""
+    return HASH_PROFILES[f"vllm-{normalize_vllm_version(version)}"]
 
 
 def none_hash_from_seed(algorithm: HashAlgorithm | str, seed: str) -> BlockHash:
@@ -149,13 +175,20 @@ def none_hash_seed_from_environment(environ: Mapping[str, str] | None = None) ->
 @typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HashScheme:
-    """Algorithm, block size, NONE_HASH and vLLM profile of a server's block hashes."""
+    """Algorithm, block size, NONE_HASH, vLLM profile and lookahead of a server's block hashes.
+
+    ``num_hash_lookahead_tokens`` is vLLM's L (0.33+): a block ``[s, e)`` is hashed once
+    the tokens up to ``e + L`` exist, and its extra keys are ``(E, t[e], ..., t[e+L-1])``
+    with ``E`` the block's keys over ``[s, e + L)`` (see ``docs/hashing.md``). A server
+    running EAGLE, EAGLE3 or MTP with prefix caching hashes with L = 1.
+    """
 
     algorithm: HashAlgorithm
     """One of vLLM's four algorithms; a name (``"sha256"``) is turned into the member."""
     block_size: int
     none_hash: BlockHash
     profile: VllmHashProfile = DEFAULT_HASH_PROFILE
+    num_hash_lookahead_tokens: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "algorithm", HashAlgorithm.from_name(self.algorithm))
@@ -175,7 +208,9 @@ class HashScheme:
             )
         if not isinstance(self.profile, VllmHashProfile):
             raise InvalidFieldError(
-                field="profile", value=self.profile, reason="must be VLLM_0_26 or VLLM_0_33"
+                field="profile",
+                value=self.profile,
+                reason="must be VLLM_0_26, VLLM_0_33 or VLLM_0_34",
             )
         if self.block_size < 1:
             raise InvalidFieldError(
@@ -187,6 +222,7 @@ class HashScheme:
             raise InvalidFieldError(
                 field="none_hash", value=self.none_hash, reason="NONE_HASH must not be empty"
             )
+        _check_lookahead(self.num_hash_lookahead_tokens, self.profile)
 
     @classmethod
     def from_seed(
@@ -197,6 +233,7 @@ class HashScheme:
         seed: str | None,
         profile: VllmHashProfile = DEFAULT_HASH_PROFILE,
         random_none_hash: bool = False,
+        num_hash_lookahead_tokens: int = 0,
     ) -> HashScheme:
         """The scheme of a server started with ``PYTHONHASHSEED=seed``.
 
@@ -208,6 +245,7 @@ class HashScheme:
         algorithm = HashAlgorithm.from_name(
             algorithm
         )  # a seed's type is checked where it is hashed
+        _check_lookahead(num_hash_lookahead_tokens, profile)
         if seed is None:
             seed = profile.unseeded_none_hash_seed(algorithm)
         if seed is not None:
@@ -216,7 +254,115 @@ class HashScheme:
             none_hash = _random_none_hash(algorithm, profile)
         else:
             raise RandomNoneHashNotRequestedError(profile=profile.name, algorithm=algorithm)
-        return cls(algorithm=algorithm, block_size=block_size, none_hash=none_hash, profile=profile)
+        return cls(
+            algorithm=algorithm,
+            block_size=block_size,
+            none_hash=none_hash,
+            profile=profile,
+            num_hash_lookahead_tokens=num_hash_lookahead_tokens,
+        )
+
+    @classmethod
+    def from_prefix_hash_config(
+        cls, config: Mapping[str, object], *, profile: VllmHashProfile = DEFAULT_HASH_PROFILE
+    ) -> HashScheme:
+        """The scheme of an engine's handshake: a mapping shaped as vLLM 0.34's
+        ``PrefixHashConfig`` (``vllm/v1/engine/__init__.py``, sent to frontends in
+        ``EngineCoreReadyResponse.prefix_hash_config``).
+
+        Keys: ``hash_algo`` (``"sha256"``...), ``hash_block_size`` (tokens),
+        ``none_hash`` (the digest as bytes or hex) and, optionally,
+        ``num_lookahead_tokens`` (default 0). Any other key is refused naming it.
+        """
+        fields = read_prefix_hash_config(config)
+        return cls(profile=profile, **fields)  # type: ignore[arg-type]  # checked in __post_init__
+
+
+def read_prefix_hash_config(config: Mapping[str, object]) -> dict[str, object]:
+    """The :class:`HashScheme` fields of a ``PrefixHashConfig`` mapping (checked for keys and
+    kinds here; ranges are checked by the scheme)."""
+    if not isinstance(config, Mapping):
+        raise InvalidFieldError(
+            field="prefix_hash_config",
+            value=type(config).__name__,
+            reason="must be a mapping with hash_algo, hash_block_size, none_hash "
+            "and optionally num_lookahead_tokens",
+        )
+    for key in config:
+        if key not in _PREFIX_HASH_CONFIG_KEYS:
+            raise InvalidFieldError(
+                field=f"prefix_hash_config.{key}",
+                value=config[key],
+                reason="unknown key; PrefixHashConfig has " + ", ".join(_PREFIX_HASH_CONFIG_KEYS),
+            )
+    for key in _PREFIX_HASH_CONFIG_KEYS[:3]:
+        if key not in config:
+            raise InvalidFieldError(
+                field=f"prefix_hash_config.{key}", value=None, reason="is required"
+            )
+    none_hash = config["none_hash"]
+    if type(none_hash) is str:
+        try:
+            none_hash = bytes.fromhex(none_hash)
+        except ValueError:
+            raise InvalidFieldError(
+                field="prefix_hash_config.none_hash",
+                value=none_hash,
+                reason="must be the digest as bytes or as hex",
+            ) from None
+    elif isinstance(none_hash, bytes | bytearray | memoryview):
+        none_hash = bytes(none_hash)
+    else:
+        raise InvalidFieldError(
+            field="prefix_hash_config.none_hash",
+            value=none_hash,
+            reason="must be the digest as bytes or as hex",
+        )
+    algo = config["hash_algo"]
+    if type(algo) is not str:
+        raise InvalidFieldError(
+            field="prefix_hash_config.hash_algo",
+            value=algo,
+            reason="must be an algorithm name (sha256, sha256_cbor, xxhash, xxhash_cbor)",
+        )
+    lookahead = config.get("num_lookahead_tokens", 0)
+    for key, value in (
+        ("hash_block_size", config["hash_block_size"]),
+        ("num_lookahead_tokens", lookahead),
+    ):
+        if type(value) is not int:
+            raise InvalidFieldError(
+                field=f"prefix_hash_config.{key}", value=value, reason="must be an int (tokens)"
+            )
+    return {
+        "algorithm": HashAlgorithm.from_name(algo),
+        "block_size": config["hash_block_size"],
+        "none_hash": none_hash,
+        "num_hash_lookahead_tokens": lookahead,
+    }
+
+
+_PREFIX_HASH_CONFIG_KEYS = ("hash_algo", "hash_block_size", "none_hash", "num_lookahead_tokens")
+
+
+def _check_lookahead(value: object, profile: VllmHashProfile) -> None:
+    if type(value) is not int:
+        raise InvalidFieldError(
+            field="num_hash_lookahead_tokens", value=value, reason="must be an int (tokens)"
+        )
+    if value < 0 or value > MAX_HASH_LOOKAHEAD_TOKENS:
+        raise InvalidFieldError(
+            field="num_hash_lookahead_tokens",
+            value=value,
+            reason=f"must be between 0 and {MAX_HASH_LOOKAHEAD_TOKENS} tokens",
+        )
+    if value and not profile.lookahead_hashes:
+        raise InvalidFieldError(
+            field="num_hash_lookahead_tokens",
+            value=value,
+            reason=f"{profile.name} has no lookahead hashes (vLLM 0.33 added them); "
+            "use VLLM_0_33 or VLLM_0_34, or 0",
+        )
 
 
 _random_none_hash = random_none_hash

@@ -73,6 +73,8 @@ class HashRequestCase:
     request: HashRequest
     block_size: int
     appended_output_tokens: tuple[tuple[int, ...], ...] = ()
+    num_hash_lookahead_tokens: int | None = None
+    """The file's ``num_hash_lookahead_tokens`` (vLLM's L), None where it has none."""
 
 
 def _int(value: object, field: str, *, minimum: int | None = None) -> int:
@@ -243,7 +245,12 @@ REQUEST_KEYS: tuple[str, ...] = (
     "prompt_embeds",
 )
 """The keys of a request object."""
-CASE_KEYS: tuple[str, ...] = ("block_size", *REQUEST_KEYS, "appended_output_tokens")
+CASE_KEYS: tuple[str, ...] = (
+    "block_size",
+    *REQUEST_KEYS,
+    "appended_output_tokens",
+    "num_hash_lookahead_tokens",
+)
 """The keys of a request file: the request, its block size and appended output."""
 
 
@@ -285,12 +292,15 @@ def hash_case_from_json(
     share_equal_strings: bool = False,
     ignore_unknown_keys: bool = False,
     block_size: int | None = None,
+    default_block_size: int | None = None,
 ) -> HashRequestCase:
-    """A whole request file: request, ``block_size`` and ``appended_output_tokens``.
+    """A whole request file: request, ``block_size``, ``appended_output_tokens`` and
+    ``num_hash_lookahead_tokens`` (optional).
 
     A bare list of token ids is a request of those tokens alone. ``block_size``
     (the command's ``--block-size``) is used where the file has none, and must
-    agree with the file's where it has one.
+    agree with the file's where it has one; ``default_block_size`` where neither
+    gives one.
     """
     if isinstance(data, list):
         data = {"prompt_token_ids": data}
@@ -301,6 +311,8 @@ def hash_case_from_json(
     if not ignore_unknown_keys:
         _refuse_unknown_keys(data, CASE_KEYS)
     size_value = data.get("block_size", block_size)
+    if size_value is None:
+        size_value = default_block_size
     if size_value is None:
         raise InvalidFieldError(
             field="block_size", value=None, reason="is required (in the file or --block-size)"
@@ -318,4 +330,9 @@ def hash_case_from_json(
         ),
         block_size=size,
         appended_output_tokens=_appended(data.get("appended_output_tokens")),
+        num_hash_lookahead_tokens=_optional_lookahead(data.get("num_hash_lookahead_tokens")),
     )
+
+
+def _optional_lookahead(value: object) -> int | None:
+    return None if value is None else _int(value, "num_hash_lookahead_tokens", minimum=0)

@@ -23,6 +23,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     int algo;
     Py_ssize_t block_size;
+    Py_ssize_t lookahead; /* L: calls pass block_size + L tokens, the extra keys (E, t...) */
     PyObject *extra_keys; /* held, so that the identities in `memo` stay valid */
     PyObject *fallback;   /* the Python one-block hasher */
     Buf extra;            /* the extra keys, encoded once */
@@ -69,32 +70,45 @@ PyObject *
 hasher_digest(PyObject *self, PyObject *parent, PyObject *tokens)
 {
     BlockHasher *h = (BlockHasher *)self;
-    Py_ssize_t size = h->block_size;
+    Py_ssize_t size = h->block_size, lookahead = h->lookahead;
     if (!accel_enabled || !PyBytes_CheckExact(parent) ||
         !(PyTuple_CheckExact(tokens) || PyList_CheckExact(tokens)) ||
-        PySequence_Fast_GET_SIZE(tokens) != size || !digest_ready(h->algo) ||
+        PySequence_Fast_GET_SIZE(tokens) != size + lookahead || !digest_ready(h->algo) ||
         (h->memo != NULL && (memo_holds(h->memo, parent) || memo_holds(h->memo, tokens)))) {
         return hasher_fallback(h, parent, tokens);
     }
     int cbor = algo_uses_cbor(h->algo);
     size_t parent_len = (size_t)PyBytes_GET_SIZE(parent);
-    size_t bound = payload_bound(parent_len, size, h->extra.len);
+    size_t extra_bound = lookahead ? lookahead_extra_bound(h->extra.len, lookahead) : 0;
+    size_t bound = payload_bound(parent_len, size, h->extra.len + extra_bound);
     if (!cbor && bound >= MAX_FRAME) {
         return hasher_fallback(h, parent, tokens); /* the pickler might split its frame */
     }
+    Py_ssize_t count = size + lookahead;
     int64_t stack_tokens[STACK_TOKENS];
     unsigned char stack_payload[STACK_PAYLOAD];
-    int64_t *values = size <= STACK_TOKENS ? stack_tokens : PyMem_Malloc(sizeof(int64_t) * size);
-    unsigned char *payload = bound <= STACK_PAYLOAD ? stack_payload : PyMem_Malloc(bound);
+    int64_t *values =
+        count <= STACK_TOKENS ? stack_tokens : PyMem_Malloc(sizeof(int64_t) * (size_t)count);
+    /* the payload, then (with lookahead) this block's extra keys after it */
+    unsigned char *payload =
+        bound + extra_bound <= STACK_PAYLOAD ? stack_payload : PyMem_Malloc(bound + extra_bound);
     PyObject *result = NULL;
     int status = FAILED;
     if (values == NULL || payload == NULL) {
         PyErr_NoMemory();
     }
-    else if ((status = read_block(tokens, size, values)) == OK) {
+    else if ((status = read_block(tokens, count, values)) == OK) {
         unsigned char md[32];
+        const unsigned char *extra = h->extra.data;
+        size_t extra_len = h->extra.len;
+        if (lookahead) {
+            unsigned char *keys = payload + bound;
+            extra_len = lookahead_extra(cbor, h->extra.data, h->extra.len, values + size,
+                                        lookahead, keys);
+            extra = keys;
+        }
         size_t n = build_payload(cbor, (const unsigned char *)PyBytes_AS_STRING(parent),
-                                 parent_len, values, size, h->extra.data, h->extra.len, payload);
+                                 parent_len, values, size, extra, extra_len, payload);
         if (block_digest(h->algo, payload, n, md) == OK) {
             result = PyBytes_FromStringAndSize((const char *)md, (Py_ssize_t)digest_size(h->algo));
         }
@@ -156,22 +170,30 @@ PyTypeObject BlockHasherType = {
     .tp_clear = (inquiry)hasher_clear,
 };
 
-/* one_block_hasher(algo, block_size, extra_keys, fallback) -> BlockHasher | None */
+/* one_block_hasher(algo, block_size, extra_keys, fallback[, lookahead]) -> BlockHasher | None
+ *
+ * With lookahead L > 0 the hasher takes block_size + L tokens: it hashes the first block_size
+ * with the extra keys (extra_keys, the L others), as vLLM 0.33+ hashes a block with
+ * num_hash_lookahead_tokens L; extra_keys (E) is encoded once. */
 PyObject *
 one_block_hasher(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyCallable_Check(args[3])) {
+    if ((nargs != 4 && nargs != 5) || !PyCallable_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError,
-                        "one_block_hasher(algo, block_size, extra_keys, fallback)");
+                        "one_block_hasher(algo, block_size, extra_keys, fallback[, lookahead])");
         return NULL;
     }
+    Py_ssize_t lookahead = nargs == 5 && PyLong_CheckExact(args[4]) ? PyLong_AsSsize_t(args[4])
+                           : nargs == 5                               ? -1
+                                                                      : 0;
     int algo = PyLong_CheckExact(args[0]) ? (int)PyLong_AsLong(args[0]) : -1;
     Py_ssize_t block_size = PyLong_CheckExact(args[1]) ? PyLong_AsSsize_t(args[1]) : -1;
     if (PyErr_Occurred()) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    if (algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || block_size < 1) {
+    if (algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || block_size < 1 || lookahead < 0 ||
+        lookahead > 65536) {
         Py_RETURN_NONE;
     }
     BlockHasher *h = PyObject_GC_New(BlockHasher, &BlockHasherType);
@@ -181,6 +203,7 @@ one_block_hasher(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     h->vectorcall = hasher_vectorcall;
     h->algo = algo;
     h->block_size = block_size;
+    h->lookahead = lookahead;
     h->extra_keys = Py_NewRef(args[2]);
     h->fallback = Py_NewRef(args[3]);
     h->extra = (Buf){0};

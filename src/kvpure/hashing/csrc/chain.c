@@ -28,7 +28,8 @@ typedef struct {
     size_t digest_size;
     Py_ssize_t block_size;
     Py_ssize_t num_blocks;
-    int64_t *tokens;     /* num_blocks * block_size values */
+    Py_ssize_t lookahead; /* L: each block's extra keys also hold the L tokens after it */
+    int64_t *tokens;     /* num_blocks * block_size + lookahead values */
     Buf extras;          /* every block's encoded extra keys, back to back */
     size_t *extra_start; /* per block: offset and length in `extras` */
     size_t *extra_len;
@@ -56,7 +57,7 @@ chain_free(Chain *c)
 static int
 read_tokens(Chain *c, PyObject *token_ids)
 {
-    Py_ssize_t count = c->num_blocks * c->block_size;
+    Py_ssize_t count = c->num_blocks * c->block_size + (c->num_blocks ? c->lookahead : 0);
     PyObject **items = PySequence_Fast_ITEMS(token_ids);
     c->tokens = count <= SMALL_TOKENS ? c->small_tokens
                                       : PyMem_Malloc(sizeof(int64_t) * (size_t)count);
@@ -75,6 +76,51 @@ read_tokens(Chain *c, PyObject *token_ids)
         }
     }
     return OK;
+}
+
+/* Phase 2 with lookahead: `items` are each block's E; block i's keys are (E_i, the L tokens
+ * after it). Each run of the same E object is encoded once. */
+static int
+encode_lookahead_extras(Chain *c, PyObject **items, PyObject *parent)
+{
+    Buf e = {0};
+    PyObject *previous = NULL;
+    Memo memo;
+    int status = OK;
+    for (Py_ssize_t i = 0; i < c->num_blocks && status == OK; i++) {
+        PyObject *extra = items[i];
+        if (i == 0 || extra != previous) {
+            e.len = 0;
+            if (c->cbor) {
+                status = encode_cbor(&e, extra, 0);
+            }
+            else {
+                memo.objects[0] = i == 0 ? parent : NULL;
+                memo.objects[1] = NULL; /* the block's token tuple is always a new one */
+                memo.count = 2;
+                status = encode_pickle(&e, extra, &memo, 0);
+            }
+            previous = extra;
+            if (status != OK) {
+                break;
+            }
+        }
+        size_t start = c->extras.len;
+        if (buf_reserve(&c->extras, lookahead_extra_bound(e.len, c->lookahead)) != OK) {
+            status = FAILED;
+            break;
+        }
+        c->extras.len += lookahead_extra(c->cbor, e.data, e.len,
+                                         c->tokens + (i + 1) * c->block_size, c->lookahead,
+                                         c->extras.data + start);
+        c->extra_start[i] = start;
+        c->extra_len[i] = c->extras.len - start;
+        if (c->extra_len[i] > c->max_extra) {
+            c->max_extra = c->extra_len[i];
+        }
+    }
+    PyMem_Free(e.data);
+    return status;
 }
 
 /* Phase 2: every block's extra keys, each run of the same object encoded once. */
@@ -100,6 +146,9 @@ encode_extras(Chain *c, PyObject *extras, PyObject *parent, PyObject *token_ids)
     int whole_tuple = PyTuple_CheckExact(token_ids) && PyTuple_GET_SIZE(token_ids) == c->block_size;
     Memo memo;
     PyObject *previous = NULL;
+    if (c->lookahead > 0) {
+        return encode_lookahead_extras(c, items, parent);
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *extra = items[i];
         if (i > 0 && extra == previous) {
@@ -183,10 +232,13 @@ algo_code(PyObject *name)
 static PyObject *
 hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 arguments");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 or 6 arguments");
         return NULL;
     }
+    Py_ssize_t lookahead = nargs == 6 && PyLong_CheckExact(args[5]) ? PyLong_AsSsize_t(args[5])
+                           : nargs == 6                               ? -1
+                                                                      : 0;
     PyObject *parent = args[1], *token_ids = args[2], *extras = args[4];
     int algo = PyLong_CheckExact(args[0]) ? (int)PyLong_AsLong(args[0]) : algo_code(args[0]);
     Py_ssize_t block_size = PyLong_CheckExact(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
@@ -195,6 +247,7 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     if (!accel_enabled || algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || block_size < 1 ||
+        lookahead < 0 ||
         !PyBytes_CheckExact(parent) ||
         !(PyList_CheckExact(token_ids) || PyTuple_CheckExact(token_ids)) ||
         !(PyList_CheckExact(extras) || PyTuple_CheckExact(extras)) || !digest_ready(algo)) {
@@ -210,7 +263,10 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     c.digest_size = digest_size(algo);
     c.block_size = block_size;
     c.num_blocks = PySequence_Fast_GET_SIZE(extras);
-    if (c.num_blocks > 0 && block_size > PySequence_Fast_GET_SIZE(token_ids) / c.num_blocks) {
+    c.lookahead = lookahead;
+    if (c.num_blocks > 0 &&
+        (block_size > (PySequence_Fast_GET_SIZE(token_ids) - lookahead) / c.num_blocks ||
+         PySequence_Fast_GET_SIZE(token_ids) < lookahead)) {
         Py_RETURN_NONE; /* too few tokens: the Python path raises kvpure's error */
     }
     PyObject *result = NULL;
@@ -245,6 +301,95 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* first_bad_token(token_ids, low, high) -> int: the index of the first item of a list or tuple
+ * that is not an int (a bool is not one) or lies outside [low, high] (`high` None: no upper
+ * bound), else -1. It runs whether or not the accelerator is switched on: it is a check, and
+ * kvpure's Python fallback (accelerator.first_bad_token) gives the same answer. Reading an
+ * int calls no Python code, so the items stay borrowed safely; the sequence is held. */
+static PyObject *
+first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !(PyList_CheckExact(args[0]) || PyTuple_CheckExact(args[0])) ||
+        !PyLong_CheckExact(args[1]) || !(args[2] == Py_None || PyLong_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "first_bad_token(list | tuple, int, int | None)");
+        return NULL;
+    }
+    long long low = PyLong_AsLongLong(args[1]);
+    int bounded = args[2] != Py_None;
+    long long high = bounded ? PyLong_AsLongLong(args[2]) : 0;
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *seq = Py_NewRef(args[0]);
+    Py_ssize_t bad = -1;
+#if PY_VERSION_HEX < 0x030C0000
+    /* CPython 3.11: an exact int of ob_size 0 or 1 is in [0, 2**30) */
+    int small_ok = low <= 0 && (!bounded || high >= (1LL << 30) - 1);
+#else
+    int small_ok = 0;
+#endif
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *item = PySequence_Fast_ITEMS(seq)[i];
+#if PY_VERSION_HEX < 0x030C0000
+        if (small_ok && PyLong_CheckExact(item) && (size_t)Py_SIZE(item) <= 1) {
+            continue;
+        }
+#endif
+        if (!PyLong_CheckExact(item) && (!PyLong_Check(item) || PyBool_Check(item))) {
+            bad = i;
+            break;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (overflow < 0 || (overflow == 0 && v < low) ||
+            (bounded && (overflow > 0 || (overflow == 0 && v > high)))) {
+            bad = i;
+            break;
+        }
+    }
+    Py_DECREF(seq);
+    return PyLong_FromSsize_t(bad);
+}
+
+/* floor_digests(algo, payloads) -> bytes: the digest of every payload (a list of bytes) in a
+ * C loop, returning the last one: the hashing floor that bench/bench_hash_vllm034.py sets
+ * kvpure's time against (the same SHA-256 / XXH3-128 calls as the chain, nothing else). */
+static PyObject *
+floor_digests(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "floor_digests(algo, payloads: list[bytes])");
+        return NULL;
+    }
+    int algo = (int)PyLong_AsLong(args[0]);
+    if (algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || !digest_ready(algo)) {
+        PyErr_SetString(PyExc_ValueError, "floor_digests: unknown or unready algorithm");
+        return NULL;
+    }
+    PyObject *payloads = Py_NewRef(args[1]);
+    Py_ssize_t n = PyList_GET_SIZE(payloads);
+    unsigned char md[32] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(payloads, i);
+        if (!PyBytes_CheckExact(item)) {
+            Py_DECREF(payloads);
+            PyErr_SetString(PyExc_TypeError, "floor_digests: payloads are bytes");
+            return NULL;
+        }
+        if (block_digest(algo, (const unsigned char *)PyBytes_AS_STRING(item),
+                         (size_t)PyBytes_GET_SIZE(item), md) != OK) {
+            Py_DECREF(payloads);
+            return NULL;
+        }
+    }
+    Py_DECREF(payloads);
+    return PyBytes_FromStringAndSize((const char *)md, (Py_ssize_t)digest_size(algo));
+}
+
 /* set_enabled(enabled) -> bool: the switch every entry point reads. */
 static PyObject *
 set_enabled(PyObject *self, PyObject *flag)
@@ -259,13 +404,19 @@ set_enabled(PyObject *self, PyObject *flag)
 
 static PyMethodDef chain_methods[] = {
     {"hash_blocks", (PyCFunction)(void (*)(void))hash_blocks, METH_FASTCALL,
-     "hash_blocks(algo (code or name), parent, token_ids, block_size, extra_keys) -> "
-     "list[bytes] | None"},
+     "hash_blocks(algo (code or name), parent, token_ids, block_size, extra_keys[, lookahead]) "
+     "-> list[bytes] | None; with lookahead L, extra_keys are each block's E and token_ids "
+     "holds L more tokens"},
     {"one_block_hasher", (PyCFunction)(void (*)(void))one_block_hasher, METH_FASTCALL,
      "one_block_hasher(algo, block_size, extra_keys, fallback) -> BlockHasher | None"},
     {"install_decode_append", (PyCFunction)(void (*)(void))install_decode_append, METH_FASTCALL,
      "install_decode_append(cls, python_append, default_chain_hasher) -> None"},
     {"set_enabled", set_enabled, METH_O, "set_enabled(enabled) -> bool"},
+    {"floor_digests", (PyCFunction)(void (*)(void))floor_digests, METH_FASTCALL,
+     "floor_digests(algo, payloads) -> the last digest (every payload hashed in C)"},
+    {"first_bad_token", (PyCFunction)(void (*)(void))first_bad_token, METH_FASTCALL,
+     "first_bad_token(token_ids, low, high) -> index of the first non-int or out-of-range "
+     "item, or -1"},
     {"init_xxhash", init_xxhash, METH_O, "init_xxhash(xxh3_128_digest) -> 'native' | 'python'"},
     {"set_native_xxhash", set_native_xxhash, METH_O,
      "set_native_xxhash(enabled) -> the XXH3 route now in use"},

@@ -73,6 +73,18 @@ size_t build_payload(int cbor, const unsigned char *parent, size_t parent_len,
                      const int64_t *tokens, Py_ssize_t size, const unsigned char *extra,
                      size_t extra_len, unsigned char *out);
 
+/* The extra keys of a block hashed with L lookahead tokens, (E, t_0, ..., t_{L-1}), from E's
+ * encoding `e` (as encode_cbor / encode_pickle wrote it) and the tokens' values, into `out`
+ * (at least lookahead_extra_bound() bytes); returns its length. */
+size_t lookahead_extra(int cbor, const unsigned char *e, size_t e_len, const int64_t *tokens,
+                       Py_ssize_t lookahead, unsigned char *out);
+
+static inline size_t
+lookahead_extra_bound(size_t e_len, Py_ssize_t lookahead)
+{
+    return e_len + 10 * (size_t)lookahead + 16;
+}
+
 static inline size_t
 payload_bound(size_t parent_len, Py_ssize_t block_size, size_t extra_len)
 {

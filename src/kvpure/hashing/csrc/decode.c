@@ -21,11 +21,12 @@ static PyTypeObject *state_type = NULL; /* RequestBlockHashes */
 static Py_ssize_t state_offset = 0;     /* where its `_state` slot lives */
 static PyObject *python_append = NULL;  /* the method's Python body */
 static PyObject *default_chain_hasher = NULL;
-static PyObject *str_plan, *str_steady_start, *str_hash_block, *str_append, *str_chain_hasher;
+static PyObject *str_plan, *str_steady_start, *str_hash_block, *str_append, *str_chain_hasher,
+    *str_lookahead;
 static PyObject *append_doc = NULL;
 /* the decode plan of the last request context seen (contexts are frozen) */
 static PyObject *last_context = NULL, *last_hasher = NULL;
-static Py_ssize_t last_steady = 0;
+static Py_ssize_t last_steady = 0, last_lookahead = 0;
 
 static PyObject *
 delegate(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -71,10 +72,10 @@ chain_node(PyObject *hashed, Py_ssize_t count, PyObject *token, PyObject *rest /
     return node;
 }
 
-/* The plan of `context`: 1 with its steady start and one-block hasher (borrowed), 0 where it
- * has none, FAILED with an exception set. */
+/* The plan of `context`: 1 with its steady start, lookahead and one-block hasher (borrowed), 0
+ * where it has none, FAILED with an exception set. */
 static int
-plan_of(PyObject *context, Py_ssize_t *steady, PyObject **hasher)
+plan_of(PyObject *context, Py_ssize_t *steady, Py_ssize_t *lookahead, PyObject **hasher)
 {
     if (context != last_context) {
         PyObject *plan = PyObject_GetAttr(context, str_plan);
@@ -82,10 +83,13 @@ plan_of(PyObject *context, Py_ssize_t *steady, PyObject **hasher)
             return FAILED;
         }
         PyObject *start = plan == Py_None ? NULL : PyObject_GetAttr(plan, str_steady_start);
-        PyObject *function = start == NULL ? NULL : PyObject_GetAttr(plan, str_hash_block);
+        PyObject *ahead = start == NULL ? NULL : PyObject_GetAttr(plan, str_lookahead);
+        PyObject *function = ahead == NULL ? NULL : PyObject_GetAttr(plan, str_hash_block);
         Py_ssize_t value = start == NULL ? -1 : PyLong_AsSsize_t(start);
+        Py_ssize_t tokens = ahead == NULL ? 0 : PyLong_AsSsize_t(ahead);
         Py_DECREF(plan);
         Py_XDECREF(start);
+        Py_XDECREF(ahead);
         if (PyErr_Occurred()) {
             Py_XDECREF(function);
             return FAILED;
@@ -93,8 +97,10 @@ plan_of(PyObject *context, Py_ssize_t *steady, PyObject **hasher)
         Py_XSETREF(last_context, Py_NewRef(context));
         Py_XSETREF(last_hasher, function);
         last_steady = value;
+        last_lookahead = tokens < 0 ? 0 : tokens;
     }
     *steady = last_steady;
+    *lookahead = last_lookahead;
     *hasher = last_hasher;
     return last_hasher != NULL;
 }
@@ -109,16 +115,18 @@ hash_one(PyObject *hasher, PyObject *parent, PyObject *block)
     return PyObject_Vectorcall(hasher, args, 2, NULL);
 }
 
-/* Hashes the full blocks among the pending tokens `all` (borrowed; every object is built
- * before any Python code can run) and returns the new state, or NULL with an exception. */
+/* Hashes the full blocks among the pending tokens `all` (owned by the caller while this
+ * runs) and returns the new state, or NULL with an exception. With lookahead L a block is
+ * full once the L tokens after it are there, and the hasher takes the block and those. */
 static PyObject *
 hash_full_blocks(PyObject *hashed, PyObject *hasher, PyObject **all, Py_ssize_t total,
-                 Py_ssize_t block_size, Py_ssize_t num_hashed)
+                 Py_ssize_t block_size, Py_ssize_t num_hashed, Py_ssize_t lookahead)
 {
-    Py_ssize_t num_blocks = total / block_size, num_full = num_blocks * block_size;
+    Py_ssize_t num_blocks = (total - lookahead) / block_size, num_full = num_blocks * block_size;
     PyObject *blocks = PyTuple_New(num_blocks), *rest = PyTuple_New(total - num_full);
+    PyObject *windows = lookahead ? PyTuple_New(num_blocks) : NULL;
     PyObject *parent = NULL, *hashes = NULL, *chunks = NULL, *result = NULL;
-    if (blocks == NULL || rest == NULL) {
+    if (blocks == NULL || rest == NULL || (lookahead && windows == NULL)) {
         goto done;
     }
     for (Py_ssize_t b = 0; b < num_blocks; b++) {
@@ -130,6 +138,16 @@ hash_full_blocks(PyObject *hashed, PyObject *hasher, PyObject **all, Py_ssize_t 
             PyTuple_SET_ITEM(block, i, Py_NewRef(all[b * block_size + i]));
         }
         PyTuple_SET_ITEM(blocks, b, block);
+        if (lookahead) { /* the block and the L tokens after it, for the hasher */
+            PyObject *window = PyTuple_New(block_size + lookahead);
+            if (window == NULL) {
+                goto done;
+            }
+            for (Py_ssize_t i = 0; i < block_size + lookahead; i++) {
+                PyTuple_SET_ITEM(window, i, Py_NewRef(all[b * block_size + i]));
+            }
+            PyTuple_SET_ITEM(windows, b, window);
+        }
     }
     for (Py_ssize_t i = num_full; i < total; i++) {
         PyTuple_SET_ITEM(rest, i - num_full, Py_NewRef(all[i]));
@@ -144,7 +162,8 @@ hash_full_blocks(PyObject *hashed, PyObject *hasher, PyObject **all, Py_ssize_t 
     }
     for (Py_ssize_t b = 0; b < num_blocks; b++) {
         PyObject *block = PyTuple_GET_ITEM(blocks, b);
-        PyObject *digest = hash_one(hasher, parent, block);
+        PyObject *digest =
+            hash_one(hasher, parent, lookahead ? PyTuple_GET_ITEM(windows, b) : block);
         if (digest == NULL) {
             goto done;
         }
@@ -179,6 +198,7 @@ hash_full_blocks(PyObject *hashed, PyObject *hasher, PyObject **all, Py_ssize_t 
     result = chain;
 done:
     Py_XDECREF(blocks);
+    Py_XDECREF(windows);
     Py_XDECREF(rest);
     Py_XDECREF(parent);
     Py_XDECREF(hashes);
@@ -201,9 +221,9 @@ append_items(PyObject *node, PyObject *hashed, Py_ssize_t count, Py_ssize_t bloc
         }
         return new_state(chain);
     }
-    Py_ssize_t steady;
+    Py_ssize_t steady, lookahead;
     PyObject *hasher;
-    int has_plan = plan_of(PyTuple_GET_ITEM(hashed, 0), &steady, &hasher);
+    int has_plan = plan_of(PyTuple_GET_ITEM(hashed, 0), &steady, &lookahead, &hasher);
     Py_ssize_t num_hashed = PyLong_AsSsize_t(PyTuple_GET_ITEM(hashed, 5));
     if (has_plan == FAILED || (num_hashed == -1 && PyErr_Occurred())) {
         *handled = 1;
@@ -211,6 +231,14 @@ append_items(PyObject *node, PyObject *hashed, Py_ssize_t count, Py_ssize_t bloc
     }
     if (!has_plan || num_hashed < steady) {
         return NULL; /* blocks with their own extra keys: the Python body */
+    }
+    if (total - lookahead < block_size) { /* the next block waits for its lookahead tokens */
+        *handled = 1;
+        PyObject *chain = Py_NewRef(node);
+        for (Py_ssize_t i = 0; chain != NULL && i < n_items; i++) {
+            chain = chain_node(hashed, count + i + 1, items[i], chain);
+        }
+        return new_state(chain);
     }
     PyObject *stack[STACK_ITEMS];
     PyObject **all = total <= STACK_ITEMS ? stack : PyMem_Malloc(sizeof(PyObject *) * total);
@@ -224,7 +252,8 @@ append_items(PyObject *node, PyObject *hashed, Py_ssize_t count, Py_ssize_t bloc
     }
     memcpy(all + count, items, sizeof(PyObject *) * (size_t)n_items);
     Py_INCREF(hasher); /* held: the cache may move on while Python code runs */
-    PyObject *chain = hash_full_blocks(hashed, hasher, all, total, block_size, num_hashed);
+    PyObject *chain =
+        hash_full_blocks(hashed, hasher, all, total, block_size, num_hashed, lookahead);
     Py_DECREF(hasher);
     if (all != stack) {
         PyMem_Free(all);
@@ -232,8 +261,9 @@ append_items(PyObject *node, PyObject *hashed, Py_ssize_t count, Py_ssize_t bloc
     return new_state(chain);
 }
 
-/* Whether `token` is an exact int that is not negative; anything else (a negative id, a
- * subclass, an error) goes to the Python body, which refuses it naming the field. */
+/* Whether `token` is an exact int in [0, 2**31 - 1]; anything else (a negative id, one past
+ * int32, a subclass, an error) goes to the Python body, which refuses it naming the field or,
+ * where the profile allows it (an id past int32 under 0.26/0.33), hashes it. */
 static int
 plain_token(PyObject *token)
 {
@@ -246,7 +276,7 @@ plain_token(PyObject *token)
         PyErr_Clear();
         return 0;
     }
-    return overflow > 0 || (overflow == 0 && value >= 0);
+    return overflow == 0 && value >= 0 && value <= INT32_MAX;
 }
 
 static int
@@ -260,7 +290,13 @@ plain_tokens(PyObject *const *items, Py_ssize_t n)
     return 1;
 }
 
-/* RequestBlockHashes.append_output_token_ids(token_ids, *, chain_hasher=...) */
+/* RequestBlockHashes.append_output_token_ids(token_ids, *, chain_hasher=...)
+ *
+ * Every object read is owned while tuples are built (an allocation may run the garbage
+ * collector, and a finalizer may run any Python code): the state's chain is held, and a
+ * list's or tuple's items are copied, each with a new reference, into an array of this call
+ * before anything is allocated, so a finalizer that mutates the caller's list or replaces the
+ * state frees nothing this call reads. */
 static PyObject *
 decode_append(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -294,24 +330,44 @@ decode_append(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
     PyObject *tokens = args[0];
     int handled = 0;
     PyObject *result = NULL;
+    Py_INCREF(node); /* held: the state (and `hashed`, its item) outlive any finalizer */
     if (PyLong_CheckExact(tokens)) {
         if (!plain_token(tokens)) {
+            Py_DECREF(node);
             return delegate(self, args, nargs, kwnames);
         }
         if (count + 1 < block_size) { /* no new full block: the common step */
-            return new_state(chain_node(hashed, count + 1, tokens, Py_NewRef(node)));
+            result = new_state(chain_node(hashed, count + 1, tokens, Py_NewRef(node)));
+            Py_DECREF(node);
+            return result;
         }
         result = append_items(node, hashed, count, block_size, &tokens, 1, &handled);
     }
     else if (PyList_CheckExact(tokens) || PyTuple_CheckExact(tokens)) {
-        if (!plain_tokens(PySequence_Fast_ITEMS(tokens), PySequence_Fast_GET_SIZE(tokens))) {
-            return delegate(self, args, nargs, kwnames);
+        /* the items, owned: copied with a reference each before any allocation that could
+         * run Python code (PyMem_Malloc never runs the garbage collector) */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(tokens);
+        PyObject *small[STACK_ITEMS];
+        PyObject **items = n <= STACK_ITEMS ? small : PyMem_Malloc(sizeof(PyObject *) * (size_t)n);
+        if (items == NULL) {
+            Py_DECREF(node);
+            return PyErr_NoMemory();
         }
-        Py_INCREF(tokens); /* its items are read while the list lives */
-        result = append_items(node, hashed, count, block_size, PySequence_Fast_ITEMS(tokens),
-                              PySequence_Fast_GET_SIZE(tokens), &handled);
-        Py_DECREF(tokens);
+        PyObject **source = PySequence_Fast_ITEMS(tokens);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            items[i] = Py_NewRef(source[i]);
+        }
+        if (plain_tokens(items, n)) {
+            result = append_items(node, hashed, count, block_size, items, n, &handled);
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_DECREF(items[i]);
+        }
+        if (items != small) {
+            PyMem_Free(items);
+        }
     }
+    Py_DECREF(node);
     return handled ? result : delegate(self, args, nargs, kwnames);
 }
 
@@ -376,7 +432,9 @@ decode_add_types(PyObject *module)
     str_hash_block = PyUnicode_InternFromString("hash_block");
     str_append = PyUnicode_InternFromString("append");
     str_chain_hasher = PyUnicode_InternFromString("chain_hasher");
-    if (!str_plan || !str_steady_start || !str_hash_block || !str_append || !str_chain_hasher) {
+    str_lookahead = PyUnicode_InternFromString("lookahead");
+    if (!str_plan || !str_steady_start || !str_hash_block || !str_append || !str_chain_hasher ||
+        !str_lookahead) {
         return FAILED;
     }
     return PyModule_AddObjectRef(module, "BlockHasher", (PyObject *)&BlockHasherType) < 0

@@ -258,6 +258,36 @@ encode_pickle(Buf *b, PyObject *obj, Memo *memo, int depth)
     return pickle_memo_put(b, memo, obj);
 }
 
+/* ---------------------------------------------------------------- lookahead extra keys */
+
+/* vLLM's (extra_keys, *all_token_ids[e:e + L]) (get_request_block_hasher with
+ * num_hash_lookahead_tokens L): a tuple of 1 + L items. CBOR: an array head, E, the ints.
+ * Pickle (inside the payload, after the parent and the token tuple): MARK where the tuple has
+ * more than 3 items, E, the ints (never memoized), TUPLE / TUPLE1..3, MEMOIZE. */
+size_t
+lookahead_extra(int cbor, const unsigned char *e, size_t e_len, const int64_t *tokens,
+                Py_ssize_t lookahead, unsigned char *out)
+{
+    Py_ssize_t size = 1 + lookahead;
+    size_t n = 0;
+    if (cbor) {
+        n += cbor_head(out, 4, (uint64_t)size);
+    }
+    else if (size > 3) {
+        out[n++] = '(';
+    }
+    memcpy(out + n, e, e_len);
+    n += e_len;
+    for (Py_ssize_t j = 0; j < lookahead; j++) {
+        n += cbor ? cbor_int(out + n, tokens[j]) : pickle_int(out + n, tokens[j]);
+    }
+    if (!cbor) {
+        out[n++] = size > 3 ? 't' : (unsigned char)(0x84 + size);
+        out[n++] = 0x94; /* MEMOIZE */
+    }
+    return n;
+}
+
 /* ---------------------------------------------------------------- one block's payload */
 
 size_t
