@@ -79,16 +79,11 @@ def make_manager(
         )
     kind = type(spec).__name__
     if isinstance(spec, SinkFullAttentionSpec):
-        if rules is not None and not rules.sink_manager_rejects_zeroing_flag:
-            raise UnsupportedTraceError(
-                feature=f"kv_cache_groups[{group_id}] (SinkFullAttentionSpec)",
-                reason=f"vLLM {rules.vllm_version}'s sink-attention manager is not modelled",
-            )
-        # vLLM 0.26 passes needs_kv_cache_zeroing to every manager, which
+        # vLLM (0.26 to 0.34) passes needs_kv_cache_zeroing to every manager, which
         # SinkFullAttentionManager.__init__ does not take: building it is a TypeError.
         raise UnsupportedTraceError(
             feature=f"kv_cache_groups[{group_id}] (SinkFullAttentionSpec)",
-            reason="vLLM 0.26.0 cannot build a KV cache manager for sink attention "
+            reason="vLLM (0.26.0 to 0.34.0) cannot build a KV cache manager for sink attention "
             "(SinkFullAttentionManager.__init__ rejects needs_kv_cache_zeroing)",
         )
     if isinstance(spec, CrossAttentionSpec):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kvpure.cache.errors import TraceFieldError, UnknownRequestError, UnsupportedTraceError
+from kvpure.cache.errors import TraceFieldError, UnknownRequestError
 from kvpure.cache.manager import KVCacheManager
 from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.rules import mamba_align_chunk_end, mamba_last_cache_position
@@ -359,18 +359,12 @@ def _op_name(op: Op) -> str:
 
 def _hash_scheme(config: ReplayConfig, seed: str) -> HashScheme:
     """The request hasher's scheme: the release's profile, and L lookahead tokens."""
-    lookahead = config.num_hash_lookahead_tokens
-    if lookahead:
-        raise UnsupportedTraceError(
-            feature="vllm_config.speculative_config",
-            reason=f"lookahead block hashes (L = {lookahead}) are not modelled yet; "
-            "set disable_lookahead_block_hashes",
-        )
     return HashScheme.from_seed(
         algorithm=config.hash_fn,
         block_size=config.hash_block_size,
         seed=seed,
         profile=config.rules.hash_profile,
+        num_hash_lookahead_tokens=config.num_hash_lookahead_tokens,
     )
 
 

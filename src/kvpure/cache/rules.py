@@ -9,7 +9,7 @@ replay read the record they were built with; nothing asks "which version".
 
 0.33 and 0.34 behave identically here (the hash profiles differ only in the
 int32 rule for token ids, which the hasher applies); 0.34's record is 0.33's
-with its own hash profile.
+with its own hash profile (``VLLM_0_34``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from kvpure.hashing import VLLM_0_26, VLLM_0_33, VllmHashProfile
+from kvpure.hashing import VLLM_0_26, VLLM_0_33, VLLM_0_34, VllmHashProfile
 from kvpure.versions import normalize_vllm_version
 
 __all__ = [
@@ -77,11 +77,6 @@ class CacheRules:
     mamba_caching_requires_align: bool
     """A Mamba group with prefix caching on must run in "align" mode (0.33+:
     ``MambaManager.__init__`` asserts it); 0.26 builds the manager in any mode."""
-    sink_manager_rejects_zeroing_flag: bool
-    """0.26's ``SinkFullAttentionManager.__init__`` does not take the
-    ``needs_kv_cache_zeroing`` every manager is given, so a sink-attention model cannot
-    be served (``vllm/v1/core/single_type_kv_cache_manager.py``); 0.33+ builds it (its
-    manager is not modelled here: refused as such)."""
 
 
 CACHE_RULES_0_26 = CacheRules(
@@ -98,7 +93,6 @@ CACHE_RULES_0_26 = CacheRules(
     partial_tail_block_cached=False,
     header_lookahead_and_layout=False,
     mamba_caching_requires_align=False,
-    sink_manager_rejects_zeroing_flag=True,
 )
 """vLLM 0.26.0."""
 
@@ -117,12 +111,12 @@ CACHE_RULES_0_33 = replace(
     partial_tail_block_cached=True,
     header_lookahead_and_layout=True,
     mamba_caching_requires_align=True,
-    sink_manager_rejects_zeroing_flag=False,
 )
 """vLLM 0.33.0."""
 
-CACHE_RULES_0_34 = replace(CACHE_RULES_0_33, vllm_version="0.34")
-"""vLLM 0.34.0: 0.33's cache-manager rules (its hashes of int32 token ids are 0.33's)."""
+CACHE_RULES_0_34 = replace(CACHE_RULES_0_33, vllm_version="0.34", hash_profile=VLLM_0_34)
+"""vLLM 0.34.0: 0.33's cache-manager rules; its hash profile holds token ids as int32
+(the hashes of such ids are 0.33's; others are refused)."""
 
 CACHE_RULES: Mapping[str, CacheRules] = MappingProxyType(
     {r.vllm_version: r for r in (CACHE_RULES_0_26, CACHE_RULES_0_33, CACHE_RULES_0_34)}
