@@ -55,7 +55,7 @@ def test_replay_agrees_with_vllm_034(start: int) -> None:
                 replay_trace(case["trace"], vllm_version="0.34")
             continue
         got = replay_trace(case["trace"], vllm_version="0.34")
-        header = got["kv_cache_config"]
+        header: Any = got["kv_cache_config"]
         for key, value in want["header"].items():
             assert header[key] == value, f"{name}.kv_cache_config.{key}"
         _same(got["records"], want["records"], f"{name}.records")
