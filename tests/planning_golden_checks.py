@@ -24,5 +24,7 @@ def assert_input_specs_round_trip(case: dict[str, Any]) -> None:
     """Every input spec reads and renders back as vLLM wrote it, ``_derived`` included."""
     for worker in case["input"]["kv_cache_specs"]:
         for spec_obj in worker.values():
-            rendered = render_kv_cache_spec(parse_kv_cache_spec(spec_obj))
+            rendered = render_kv_cache_spec(
+                parse_kv_cache_spec(spec_obj, vllm_version="0.26"), vllm_version="0.26"
+            )
             assert json.dumps(rendered) == json.dumps(spec_obj)

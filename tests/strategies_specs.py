@@ -280,4 +280,5 @@ def planner_settings(draw: st.DrawFn) -> PlannerSettings:
         async_scheduling=draw(st.booleans()),
         pipeline_parallel_size=draw(st.integers(1, 2)),
         enable_prefix_caching=draw(st.booleans()),
+        vllm_version="0.26",
     )

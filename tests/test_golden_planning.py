@@ -37,7 +37,7 @@ def test_all_planning_goldens_are_found() -> None:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_golden_case(path: Path) -> None:
     case = _load(path)
-    result = plan_case(case["input"])
+    result = plan_case(case["input"], vllm_version="0.26")
     if "error" in case:
         expected = case["error"]
         error = result["error"]
@@ -64,7 +64,7 @@ def test_golden_input_specs_reproduce_derived(path: Path) -> None:
 @pytest.mark.parametrize("path", [p for p in CASES if "error" in _load(p)], ids=lambda p: p.stem)
 def test_golden_failure_raises_typed_error_with_numbers(path: Path) -> None:
     case = _load(path)
-    parsed = parse_planning_input(case["input"])
+    parsed = parse_planning_input(case["input"], vllm_version="0.26")
     stdlib = {"ValueError": ValueError, "NotImplementedError": NotImplementedError}[
         case["error"]["type"]
     ]
@@ -84,7 +84,7 @@ AUTO_FIT_REDUCED = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\
 )
 def test_golden_logs_rebuilt_from_plan_facts(path: Path) -> None:
     case = _load(path)
-    plan = plan_input(parse_planning_input(case["input"]))
+    plan = plan_input(parse_planning_input(case["input"], vllm_version="0.26"))
     got = [(line.level, line.msg) for line in vllm_log_lines(plan)]
     want = [(log["level"], log["msg"]) for log in case["logs"]]
     # The goldens' input.vllm_config was recorded after vLLM's in-place auto-fit, so its

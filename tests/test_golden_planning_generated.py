@@ -63,7 +63,7 @@ def test_generated_cases_are_found_and_come_from_vllm() -> None:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_generated_case(path: Path) -> None:
     case = _load(path)
-    parsed = parse_planning_input(case["input"])
+    parsed = parse_planning_input(case["input"], vllm_version="0.26")
     if "error" in case:
         expected = case["error"]
         stdlib = STDLIB_FOR_VLLM_ERROR[expected["type"]]
@@ -91,6 +91,6 @@ def test_logs_rebuilt_from_plan_facts(path: Path) -> None:
     capacity), rebuilt from the plan's facts. The inputs were rendered before vLLM's
     call, so no auto-fit line needs adjusting (unlike the hand-picked goldens)."""
     case = _load(path)
-    plan = plan_input(parse_planning_input(case["input"]))
+    plan = plan_input(parse_planning_input(case["input"], vllm_version="0.26"))
     got = [(line.level, line.msg) for line in vllm_log_lines(plan)]
     assert got == [(log["level"], log["msg"]) for log in case["logs"]]

@@ -67,7 +67,7 @@ def test_oracle_file_covers_every_layout_kind() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['kind']}")
 def test_matches_real_vllm(case: dict[str, Any]) -> None:
-    result = plan_case(case["input"])
+    result = plan_case(case["input"], vllm_version="0.26")
     if "error" in case:
         want = case["error"]
         got = result["error"]
@@ -102,7 +102,7 @@ def test_error_details_cover_every_assertion_and_crash() -> None:
 def test_error_message_carries_vllms_reason(detail: dict[str, Any]) -> None:
     """kvpure's message for vLLM's assertions and crashes says what vLLM's frame shows."""
     case = FILES[detail["file"]]["cases"][detail["index"]]
-    message: str = plan_case(case["input"])["error"]["message"]
+    message: str = plan_case(case["input"], vllm_version="0.26")["error"]["message"]
     vllm_message: str = detail["message"]
     frame: dict[str, Any] = detail["locals"]
     checked = False

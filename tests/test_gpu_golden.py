@@ -42,7 +42,7 @@ def kv_cache_config_from_json(obj: dict[str, Any]) -> KVCacheConfig:
         kv_cache_groups=tuple(
             KVCacheGroupSpec(
                 layer_names=tuple(g["layer_names"]),
-                kv_cache_spec=parse_kv_cache_spec(g["kv_cache_spec"]),
+                kv_cache_spec=parse_kv_cache_spec(g["kv_cache_spec"], vllm_version="0.26"),
                 is_eagle_group=g["is_eagle_group"],
             )
             for g in obj["kv_cache_groups"]

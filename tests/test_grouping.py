@@ -72,7 +72,7 @@ def names(groups: tuple[KVCacheGroupSpec, ...]) -> list[list[str]]:
     return [list(g.layer_names) for g in groups]
 
 
-S = PlannerSettings(max_model_len=16, max_num_batched_tokens=2048)
+S = PlannerSettings(max_model_len=16, max_num_batched_tokens=2048, vllm_version="0.26")
 
 
 def test_hybrid_groups_use_strided_split() -> None:
@@ -152,7 +152,9 @@ def test_hybrid_disabled_conversion_of_chunked_and_failure() -> None:
     assert unified["l1"] == full(attention_chunk_size=32)
     with pytest.raises(HybridUnificationError):
         unify_hybrid_kv_cache_specs(layers(sw(window=8), chunk))
-    disabled = PlannerSettings(max_model_len=16, disable_hybrid_kv_cache_manager=True)
+    disabled = PlannerSettings(
+        max_model_len=16, disable_hybrid_kv_cache_manager=True, vllm_version="0.26"
+    )
     with pytest.raises(WindowSizeMismatchError):
         get_kv_cache_groups(disabled, layers(full(), sw(window=8), sw(window=9)))
 
@@ -210,7 +212,9 @@ def _dsv4_specs() -> LayerMap[KVCacheSpec]:
 
 def test_deepseek_v4_grouping_and_packed_layout() -> None:
     specs = _dsv4_specs()
-    eagle = PlannerSettings(max_model_len=256, speculative_method="mtp", num_speculative_tokens=1)
+    eagle = PlannerSettings(
+        max_model_len=256, speculative_method="mtp", num_speculative_tokens=1, vllm_version="0.26"
+    )
     grouping = get_kv_cache_groups(eagle, specs)
     # Tuples per group: full 2, swa 4 -> divisor 2 (no padding); swa splits into 2 groups.
     assert names(grouping.groups) == [
@@ -238,7 +242,9 @@ def test_deepseek_v4_grouping_and_packed_layout() -> None:
 
 def test_cross_layer_connector_flag_packs_hybrid_layout() -> None:
     settings = PlannerSettings(
-        max_model_len=16, kv_connector_extra_config=_pmap({"enable_cross_layers_blocks": "True"})
+        max_model_len=16,
+        kv_connector_extra_config=_pmap({"enable_cross_layers_blocks": "True"}),
+        vllm_version="0.26",
     )
     # Two groups of one 16384 B layer each: both sit in slot 0, one page per block.
     plan = get_kv_cache_configs(settings, [layers(full(), sw())], [16384 * 10])
@@ -276,28 +282,47 @@ def _config(*specs: KVCacheSpec) -> KVCacheConfig:
 
 def test_resolve_block_sizes() -> None:
     dcp = PlannerSettings(
-        block_size=16, decode_context_parallel_size=2, prefill_context_parallel_size=2
+        block_size=16,
+        decode_context_parallel_size=2,
+        prefill_context_parallel_size=2,
+        vllm_version="0.26",
     )
     # 0.26.0 scales by dcp only, not dcp * pcp.
     assert resolve_kv_cache_block_sizes(_config(full()), dcp) == (32, 32)
     mamba = MambaSpec(block_size=48, shapes=((4,),), dtypes=(F32,))
     two = _config(full(), mamba)
     # lcm(16, 48) = 48; the Mamba block size differs from the cache block size: no finer hash.
-    assert resolve_kv_cache_block_sizes(two, PlannerSettings(block_size=16)) == (48, 48)
+    assert resolve_kv_cache_block_sizes(
+        two, PlannerSettings(block_size=16, vllm_version="0.26")
+    ) == (48, 48)
     big = FullAttentionSpec(block_size=32, num_kv_heads=2, head_size=64, dtype=F32)
-    assert resolve_kv_cache_block_sizes(_config(full(), big), PlannerSettings()) == (32, 16)
-    no_cache = PlannerSettings(enable_prefix_caching=False)
+    assert resolve_kv_cache_block_sizes(
+        _config(full(), big), PlannerSettings(vllm_version="0.26")
+    ) == (32, 16)
+    no_cache = PlannerSettings(enable_prefix_caching=False, vllm_version="0.26")
     assert resolve_kv_cache_block_sizes(_config(full(), big), no_cache) == (32, 32)
     with pytest.raises(PrefixMatchUnitError):
-        resolve_kv_cache_block_sizes(_config(full(), big), PlannerSettings(prefix_match_unit=12))
+        resolve_kv_cache_block_sizes(
+            _config(full(), big), PlannerSettings(prefix_match_unit=12, vllm_version="0.26")
+        )
 
 
 def test_max_concurrent_batches() -> None:
-    assert PlannerSettings(pipeline_parallel_size=2).max_concurrent_batches == 2
-    assert PlannerSettings(async_scheduling=True).max_concurrent_batches == 2
     assert (
-        PlannerSettings(async_scheduling=True, pipeline_parallel_size=3).max_concurrent_batches == 3
+        PlannerSettings(pipeline_parallel_size=2, vllm_version="0.26").max_concurrent_batches == 2
     )
-    v2 = PlannerSettings(async_scheduling=True, pipeline_parallel_size=3, use_v2_model_runner=True)
+    assert PlannerSettings(async_scheduling=True, vllm_version="0.26").max_concurrent_batches == 2
+    assert (
+        PlannerSettings(
+            async_scheduling=True, pipeline_parallel_size=3, vllm_version="0.26"
+        ).max_concurrent_batches
+        == 3
+    )
+    v2 = PlannerSettings(
+        async_scheduling=True,
+        pipeline_parallel_size=3,
+        use_v2_model_runner=True,
+        vllm_version="0.26",
+    )
     assert v2.max_concurrent_batches == 4
     assert v2.max_in_flight_tokens == 4 * 8192

@@ -50,6 +50,9 @@ def test_predicates_equal_vllms(name: str) -> None:
         if not isinstance(row, list):
             continue  # vLLM refused to build these specs
         specs = LayerMap.from_mapping(
-            {layer: parse_kv_cache_spec(spec) for layer, spec in worker.items()}
+            {
+                layer: parse_kv_cache_spec(spec, vllm_version="0.26")
+                for layer, spec in worker.items()
+            }
         )
         assert [is_kv_cache_spec_uniform(specs), is_kv_cache_page_size_uniform(specs)] == row

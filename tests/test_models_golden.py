@@ -107,7 +107,7 @@ def test_derived_specs_equal_the_goldens(
     case: str, config: dict[str, Any], options: dict[str, str]
 ) -> None:
     data = golden(case)
-    expected = parse_planning_input(data["input"])
+    expected = parse_planning_input(data["input"], vllm_version="0.26")
     derived = derive(config, options)
     assert len(derived.kv_cache_specs) == len(expected.kv_cache_specs)
     for mine, theirs in zip(derived.kv_cache_specs, expected.kv_cache_specs, strict=True):
@@ -138,7 +138,7 @@ def test_plans_from_derived_specs_equal_the_goldens(
 def test_not_enough_memory_is_the_goldens_error() -> None:
     data = golden("llama3_8b_not_enough_memory.json")
     derived = derive(llama31_like(), {"kv_cache_memory": "4GiB", "max_model_len": "131072"})
-    expected = parse_planning_input(data["input"])
+    expected = parse_planning_input(data["input"], vllm_version="0.26")
     assert derived.kv_cache_specs == expected.kv_cache_specs
     assert derived.settings == expected.settings
     with pytest.raises(KVPureValueError) as info:

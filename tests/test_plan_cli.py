@@ -13,7 +13,7 @@ from tests.conftest import GOLDEN_026
 
 def test_json_output_equals_golden(capsys: pytest.CaptureFixture[str]) -> None:
     path = GOLDEN_026 / "gemma3_12b.json"
-    assert main(["plan", str(path), "--json"]) == 0
+    assert main(["plan", str(path), "--vllm", "0.26", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     want = json.loads(path.read_text())
     assert got == {k: want[k] for k in ("output", "final_max_model_len", "derived")}
@@ -23,13 +23,13 @@ def test_bare_input_object_is_accepted(tmp_path: Path, capsys: pytest.CaptureFix
     case = json.loads((GOLDEN_026 / "llama3_8b_pp2.json").read_text())
     path = tmp_path / "input.json"
     path.write_text(json.dumps(case["input"]))
-    assert main(["plan", str(path), "--json"]) == 0
+    assert main(["plan", str(path), "--vllm", "0.26", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["output"] == case["output"]
 
 
 def test_planning_error_is_json_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     path = GOLDEN_026 / "mimo_dflash_padding_unsupported.json"
-    assert main(["plan", str(path), "--json"]) == 2
+    assert main(["plan", str(path), "--vllm", "0.26", "--json"]) == 2
     error = json.loads(capsys.readouterr().out)["error"]
     want = json.loads(path.read_text())["error"]
     assert error["type"] == "PageSizeUnificationError"
@@ -38,7 +38,7 @@ def test_planning_error_is_json_and_exit_2(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_readable_report(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", str(GOLDEN_026 / "gemma3_12b.json")]) == 0
+    assert main(["plan", str(GOLDEN_026 / "gemma3_12b.json"), "--vllm", "0.26"]) == 0
     out = capsys.readouterr().out
     assert "num_blocks: 20480" in out
     assert "136,040 tokens" in out
@@ -77,15 +77,15 @@ def _bad_case(tmp_path: Path, edit: str) -> Path:
 def test_bad_input_is_one_line_naming_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str, field: str
 ) -> None:
-    assert main(["plan", str(_bad_case(tmp_path, edit)), "--json"]) == 2
+    assert main(["plan", str(_bad_case(tmp_path, edit)), "--vllm", "0.26", "--json"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert field in err
 
 
 def test_missing_file_and_bad_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", str(tmp_path / "nope.json")]) == 2
+    assert main(["plan", str(tmp_path / "nope.json"), "--vllm", "0.26"]) == 2
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert main(["plan", str(bad)]) == 2
+    assert main(["plan", str(bad), "--vllm", "0.26"]) == 2
     assert capsys.readouterr().err.count("kvpure: error") == 2

@@ -58,7 +58,7 @@ def test_errors_pickle_with_attributes(err: KVPureError) -> None:
 
 def test_admission_check_numbers() -> None:
     # 32 layers x 131072 tokens x 128 KiB per 16-token block = 16 GiB; 4 GiB holds 32768 tokens.
-    settings = PlannerSettings(max_model_len=131072)
+    settings = PlannerSettings(max_model_len=131072, vllm_version="0.26")
     with pytest.raises(InsufficientKVCacheMemoryError) as info:
         get_kv_cache_configs(settings, [LLAMA], [4 * 2**30])
     err = info.value
@@ -73,15 +73,15 @@ def test_admission_check_numbers() -> None:
 
 def test_no_memory_and_auto_fit_failure() -> None:
     with pytest.raises(NoKVCacheMemoryError):
-        get_kv_cache_configs(PlannerSettings(), [LLAMA], [0])
-    auto = PlannerSettings(max_model_len=1024, original_max_model_len=-1)
+        get_kv_cache_configs(PlannerSettings(vllm_version="0.26"), [LLAMA], [0])
+    auto = PlannerSettings(max_model_len=1024, original_max_model_len=-1, vllm_version="0.26")
     with pytest.raises(AutoFitError):
         get_kv_cache_configs(auto, [LLAMA], [1000])
 
 
 def test_auto_fit_is_returned_not_written() -> None:
     # 8 layers x 64 KiB per 16 tokens: 2**25 bytes hold 512 blocks / 8 = 64 blocks = 1024 tokens.
-    settings = PlannerSettings(max_model_len=131072, original_max_model_len=-1)
+    settings = PlannerSettings(max_model_len=131072, original_max_model_len=-1, vllm_version="0.26")
     plan = get_kv_cache_configs(settings, [_model(8)], [2**25])
     assert plan.final_max_model_len == 1024
     assert plan.auto_fit is not None
@@ -96,7 +96,9 @@ def test_min_blocks_across_workers_shrinks_tensors() -> None:
         _model(4).subset(["layers.0", "layers.1"]),
         _model(4).subset(["layers.2", "layers.3"]),
     )
-    plan = get_kv_cache_configs(PlannerSettings(max_model_len=16), [first, second], [2**30, 2**31])
+    plan = get_kv_cache_configs(
+        PlannerSettings(max_model_len=16, vllm_version="0.26"), [first, second], [2**30, 2**31]
+    )
     blocks = 2**30 // SPEC.page_size_bytes // 2
     assert plan.num_blocks == blocks
     assert plan.workers[1].num_blocks_before_equalisation == 2 * blocks
@@ -105,7 +107,7 @@ def test_min_blocks_across_workers_shrinks_tensors() -> None:
 
 
 def test_num_gpu_blocks_override() -> None:
-    settings = PlannerSettings(num_gpu_blocks_override=7, max_model_len=112)
+    settings = PlannerSettings(num_gpu_blocks_override=7, max_model_len=112, vllm_version="0.26")
     plan = get_kv_cache_configs(settings, [_model(2)], [2**30])
     assert plan.num_blocks == 7
     (fact,) = plan.num_blocks_overrides

@@ -116,17 +116,23 @@ def test_inputs_are_never_mutated(
 ) -> None:
     settings, workers, memory = case
     before = copy.deepcopy((settings, workers, memory))
-    rendered = [json.dumps([render_kv_cache_spec(s) for s in w.ordered_values()]) for w in workers]
+    rendered = [
+        json.dumps([render_kv_cache_spec(s, vllm_version="0.26") for s in w.ordered_values()])
+        for w in workers
+    ]
     _plan(settings, workers, memory)
     assert (settings, workers, memory) == before
     assert rendered == [
-        json.dumps([render_kv_cache_spec(s) for s in w.ordered_values()]) for w in workers
+        json.dumps([render_kv_cache_spec(s, vllm_version="0.26") for s in w.ordered_values()])
+        for w in workers
     ]
 
 
 @given(specs())
 def test_spec_json_round_trip(spec: KVCacheSpec) -> None:
-    again = parse_kv_cache_spec(render_kv_cache_spec(spec))
+    again = parse_kv_cache_spec(
+        render_kv_cache_spec(spec, vllm_version="0.26"), vllm_version="0.26"
+    )
     assert again == spec
     assert hash(again) == hash(spec)
     assert spec.page_size_bytes > 0

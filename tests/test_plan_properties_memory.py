@@ -42,6 +42,7 @@ def short_settings(draw: st.DrawFn) -> PlannerSettings:
         max_num_encoder_input_tokens=draw(st.sampled_from([64, 1500])),
         async_scheduling=draw(st.booleans()),
         enable_prefix_caching=draw(st.booleans()),
+        vllm_version="0.26",
     )
 
 
@@ -110,7 +111,7 @@ def test_auto_fit_gives_the_longest_length_that_plans(
         **{
             **{f: getattr(settings_, f) for f in settings_.__dataclass_fields__},
             "original_max_model_len": AUTO_FIT_MAX_MODEL_LEN,
-        }
+        },
     )
     expected = _longest_that_plans(settings_, workers, memory, settings_.max_model_len)
     try:
@@ -137,7 +138,7 @@ def test_override_sets_the_blocks_and_the_memory_admitted(
         **{
             **{f: getattr(settings_, f) for f in settings_.__dataclass_fields__},
             "num_gpu_blocks_override": override,
-        }
+        },
     )
     memory = least << shift  # the memory given plays no part once overridden
     if override * per_block < least:

@@ -26,7 +26,7 @@ NUM_LAYERS = 32
 def test_the_block_count_is_vllms_integer_division(memory: int) -> None:
     data = json.loads(CASE.read_text())["input"]
     data["available_memory"] = [memory]
-    plan = plan_input(parse_planning_input(data))
+    plan = plan_input(parse_planning_input(data, vllm_version="0.26"))
     config = plan.kv_cache_configs[0]
     spec = config.kv_cache_groups[0].kv_cache_spec
     assert spec.page_size_bytes == PAGE_BYTES

@@ -114,7 +114,7 @@ def test_mamba_hybrid_waste_counts_the_padded_mamba_pages() -> None:
 
 def test_a_uniform_type_group_reports_its_summed_page() -> None:
     data = golden("variable_gqa_uniform_type.json")
-    parsed = parse_planning_input(data["input"])
+    parsed = parse_planning_input(data["input"], vllm_version="0.26")
     plan = get_kv_cache_configs(parsed.settings, parsed.kv_cache_specs, parsed.available_memory)
     report = build_capacity_report(plan, parsed.available_memory)
     (group,) = report.groups
@@ -127,7 +127,7 @@ def test_a_uniform_type_group_reports_its_summed_page() -> None:
 
 def test_padding_layers_are_counted_for_an_uneven_split() -> None:
     data = golden("t_one_worker_3full_7sw.json")
-    parsed = parse_planning_input(data["input"])
+    parsed = parse_planning_input(data["input"], vllm_version="0.26")
     plan = get_kv_cache_configs(parsed.settings, parsed.kv_cache_specs, parsed.available_memory)
     report = build_capacity_report(plan, parsed.available_memory)
     assert [g.num_layers for g in report.groups] == [3, 3, 2, 2]

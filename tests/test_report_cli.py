@@ -69,7 +69,7 @@ def test_planning_case_json_is_the_planners_golden_shape(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     case = GOLDEN_026 / "gemma3_12b.json"
-    assert main(["plan", str(case), "--json"]) == 0
+    assert main(["plan", str(case), "--vllm", "0.26", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     golden = json.loads(case.read_text())
     assert data == {key: golden[key] for key in ("output", "final_max_model_len", "derived")}
@@ -77,14 +77,14 @@ def test_planning_case_json_is_the_planners_golden_shape(
 
 def test_planning_case_error_json(capsys: pytest.CaptureFixture[str]) -> None:
     case = GOLDEN_026 / "llama3_8b_not_enough_memory.json"
-    assert main(["plan", str(case), "--json"]) == 2
+    assert main(["plan", str(case), "--vllm", "0.26", "--json"]) == 2
     data = json.loads(capsys.readouterr().out)
     assert data["error"]["vllm_type"] == "ValueError"
     assert "32768" in data["error"]["message"]
 
 
 def test_planning_case_human_report(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", str(GOLDEN_026 / "gpt_oss_20b.json")]) == 0
+    assert main(["plan", str(GOLDEN_026 / "gpt_oss_20b.json"), "--vllm", "0.26"]) == 0
     out = capsys.readouterr().out
     assert "1,643,116 tokens" in out
     assert "sliding_window (128)" in out
@@ -212,6 +212,8 @@ def test_planning_case_json_text_is_the_planners_rendering(
     from kvpure.interop.planning import parse_planning_input, plan_input, render_plan
 
     case = GOLDEN_026 / "t_one_worker_hybrid.json"
-    assert main(["plan", str(case), "--json"]) == 0
-    plan = plan_input(parse_planning_input(json.loads(case.read_text())["input"]))
+    assert main(["plan", str(case), "--vllm", "0.26", "--json"]) == 0
+    plan = plan_input(
+        parse_planning_input(json.loads(case.read_text())["input"], vllm_version="0.26")
+    )
     assert capsys.readouterr().out == json.dumps(render_plan(plan), indent=1) + "\n"

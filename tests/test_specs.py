@@ -125,18 +125,18 @@ def test_sliding_window_mla_keeps_head_size_v_none() -> None:
 
 
 def test_max_memory_usage() -> None:
-    s = PlannerSettings(max_model_len=16384, max_num_batched_tokens=1024)
+    s = PlannerSettings(max_model_len=16384, max_num_batched_tokens=1024, vllm_version="0.26")
     # Reference example: window 1024, T = 1024, L = 16384, bs 16 -> 129 blocks.
     sw = SlidingWindowSpec(
         block_size=16, num_kv_heads=8, head_size=128, dtype=BF16, sliding_window=1024
     )
     assert sw.max_memory_usage_bytes(s) == 129 * sw.page_size_bytes
     # Window 128, T = 8192, L = 131072 -> 521 blocks.
-    s2 = PlannerSettings(max_model_len=131072, max_num_batched_tokens=8192)
+    s2 = PlannerSettings(max_model_len=131072, max_num_batched_tokens=8192, vllm_version="0.26")
     sw2 = dataclasses.replace(sw, sliding_window=128)
     assert sw2.max_memory_usage_bytes(s2) == 521 * sw.page_size_bytes
     assert full().max_memory_usage_bytes(s) == 1024 * 65536
-    dcp = PlannerSettings(max_model_len=16384, decode_context_parallel_size=4)
+    dcp = PlannerSettings(max_model_len=16384, decode_context_parallel_size=4, vllm_version="0.26")
     assert full().max_memory_usage_bytes(dcp) == 256 * 65536
     chunk = ChunkedLocalAttentionSpec(
         block_size=16, num_kv_heads=8, head_size=128, dtype=BF16, attention_chunk_size=8192
@@ -144,7 +144,7 @@ def test_max_memory_usage() -> None:
     assert chunk.max_memory_usage_bytes(s) == (8192 + 1024) // 16 * 65536
     # Whisper: 1500 encoder tokens -> 94 blocks.
     cross = CrossAttentionSpec(block_size=16, num_kv_heads=8, head_size=64, dtype=BF16)
-    whisper = PlannerSettings(max_num_encoder_input_tokens=1500)
+    whisper = PlannerSettings(max_num_encoder_input_tokens=1500, vllm_version="0.26")
     assert cross.max_memory_usage_bytes(whisper) == 94 * cross.page_size_bytes
     enc = EncoderOnlyAttentionSpec(block_size=16, num_kv_heads=8, head_size=64, dtype=BF16)
     assert enc.max_memory_usage_bytes(s) == 0
@@ -158,9 +158,9 @@ def test_mamba_memory_modes() -> None:
         num_speculative_blocks=2,
     )
     assert m.page_size_bytes == 2158592
-    none = PlannerSettings(max_model_len=65536)
-    align = PlannerSettings(max_model_len=65536, mamba_cache_mode="align")
-    every = PlannerSettings(max_model_len=131072, mamba_cache_mode="all")
+    none = PlannerSettings(max_model_len=65536, vllm_version="0.26")
+    align = PlannerSettings(max_model_len=65536, mamba_cache_mode="align", vllm_version="0.26")
+    every = PlannerSettings(max_model_len=131072, mamba_cache_mode="all", vllm_version="0.26")
     assert m.max_memory_usage_bytes(none) == 3 * 2158592
     assert m.max_memory_usage_bytes(align) == 4 * 2158592
     assert m.max_memory_usage_bytes(every) == (2 + 2) * 2158592

@@ -147,12 +147,25 @@ class WorkerSpecMismatchError(KVPureValueError):
 class PageSizeUnificationError(KVPureNotImplementedError):
     """A layer's page cannot be scaled or padded to the largest page (vLLM: NotImplementedError)."""
 
-    def __init__(self, *, layer_name: str, page_size_bytes: int, max_page_size_bytes: int) -> None:
+    def __init__(
+        self,
+        *,
+        layer_name: str,
+        page_size_bytes: int,
+        max_page_size_bytes: int,
+        pads_any_attention_page: bool = False,
+    ) -> None:
+        # vLLM 0.33+ pads any non-MLA attention page (its message says so); 0.26 only
+        # a backend that indexes KV pages by the block stride.
+        which = (
+            "non-MLA attention layers."
+            if pads_any_attention_page
+            else "attention layers whose backend indexes KV pages by the block stride "
+            "(indexes_kv_by_block_stride is True)."
+        )
         super().__init__(
             f"Layer {layer_name}: page size is not divisible by the maximum page size "
-            "and cannot be padded. Padding is only supported for attention layers whose "
-            "backend indexes KV pages by the block stride (indexes_kv_by_block_stride "
-            "is True)."
+            f"and cannot be padded. Padding is only supported for {which}"
         )
         self.layer_name = layer_name
         self.page_size_bytes = page_size_bytes
@@ -171,14 +184,26 @@ class HybridUnificationError(KVPureValueError):
         self.spec_types = spec_types
 
 
+class HybridPromotionError(KVPureValueError):
+    """vLLM 0.33+: with the hybrid manager disabled, window and chunk layers could not be
+    promoted to one type (``_promote_local_kv_cache_specs``; vLLM: ValueError)."""
+
+    def __init__(self) -> None:
+        super().__init__("Failed to promote local KV cache specs to one unified type.")
+
+
 class NoKVCacheMemoryError(KVPureValueError):
     """A worker has no memory at all for KV cache blocks (vLLM: ValueError)."""
 
-    def __init__(self, *, available_bytes: int) -> None:
+    def __init__(self, *, available_bytes: int, hint: str | None = None) -> None:
+        # ``hint``: vLLM 0.34's ``_more_kv_cache_memory_hint`` (None: 0.26/0.33's text,
+        # which 0.34's reproduces without the extensible KV cache).
+        hint = hint or (
+            "Try increasing `gpu_memory_utilization` when initializing the engine (this "
+            "flag also controls CPU memory reservation on the CPU backend, despite its name)."
+        )
         super().__init__(
-            "No available memory for the cache blocks. Try increasing "
-            "`gpu_memory_utilization` when initializing the engine (this flag also "
-            "controls CPU memory reservation on the CPU backend, despite its name). See "
+            f"No available memory for the cache blocks. {hint} See "
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
             "details."
         )
@@ -199,6 +224,7 @@ class InsufficientKVCacheMemoryError(KVPureValueError):
         needed_bytes: int,
         available_bytes: int,
         estimated_max_model_len: int,
+        hint: str | None = None,
     ) -> None:
         estimated = ""
         if estimated_max_model_len > 0:
@@ -206,13 +232,18 @@ class InsufficientKVCacheMemoryError(KVPureValueError):
                 "Based on the available memory, the estimated maximum model length is "
                 f"{estimated_max_model_len}. "
             )
+        # 0.34 (``hint`` given): the hint, then "Decreasing `max_model_len` ...".
+        advice = (
+            f"{hint} Decreasing `max_model_len` also reduces what is needed."
+            if hint
+            else "Try increasing `gpu_memory_utilization` (which also controls CPU memory "
+            "on the CPU backend) or decreasing `max_model_len` when initializing the engine."
+        )
         super().__init__(
             "To serve at least one request with the model's max seq len "
             f"({max_model_len}), ({format_gib(needed_bytes)} GiB KV cache is needed, "
             "which is larger than the available KV cache memory "
-            f"({format_gib(available_bytes)} GiB). {estimated}Try increasing "
-            "`gpu_memory_utilization` (which also controls CPU memory on the CPU "
-            "backend) or decreasing `max_model_len` when initializing the engine. See "
+            f"({format_gib(available_bytes)} GiB). {estimated}{advice} See "
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
             "details."
         )
@@ -225,10 +256,10 @@ class InsufficientKVCacheMemoryError(KVPureValueError):
 class AutoFitError(KVPureValueError):
     """Auto-fitting max_model_len found no length that fits (vLLM: ValueError)."""
 
-    def __init__(self, *, available_bytes: tuple[int, ...]) -> None:
+    def __init__(self, *, available_bytes: tuple[int, ...], hint: str | None = None) -> None:
         super().__init__(
             "Cannot auto-fit max_model_len: not enough GPU memory available to serve "
-            "even a single token. Try increasing `gpu_memory_utilization`."
+            f"even a single token. {hint or 'Try increasing `gpu_memory_utilization`.'}"
         )
         self.available_bytes = available_bytes
 
@@ -236,14 +267,42 @@ class AutoFitError(KVPureValueError):
 class PrefixMatchUnitError(KVPureValueError):
     """Some group block size is not a multiple of the hash block size (vLLM: ValueError)."""
 
-    def __init__(self, *, prefix_match_unit: int, group_block_sizes: tuple[int, ...]) -> None:
-        super().__init__(
-            f"Invalid prefix_match_unit={prefix_match_unit}; all KV cache group block "
-            "sizes must be divisible by prefix_match_unit. Got group block "
-            f"sizes={list(group_block_sizes)}."
-        )
+    def __init__(
+        self,
+        *,
+        prefix_match_unit: int,
+        group_block_sizes: tuple[int, ...],
+        prefix_cacheable: tuple[int, ...] | None = None,
+    ) -> None:
+        if prefix_cacheable is None:  # vLLM 0.26
+            text = (
+                "all KV cache group block sizes must be divisible by prefix_match_unit. "
+                f"Got group block sizes={list(group_block_sizes)}."
+            )
+        else:  # vLLM 0.33+: only prefix-cacheable groups are checked
+            text = (
+                "prefix-cacheable KV cache group block sizes must be divisible by "
+                f"prefix_match_unit. Got group block sizes={list(group_block_sizes)}, "
+                f"prefix-cacheable={list(prefix_cacheable)}."
+            )
+        super().__init__(f"Invalid prefix_match_unit={prefix_match_unit}; {text}")
         self.prefix_match_unit = prefix_match_unit
         self.group_block_sizes = group_block_sizes
+        self.prefix_cacheable = prefix_cacheable
+
+
+class SinglePrefixMatchUnitError(KVPureValueError):
+    """vLLM 0.33+: with one KV cache group a ``prefix_match_unit`` other than the block
+    size would be ignored, so it is refused (vLLM: ValueError)."""
+
+    def __init__(self, *, prefix_match_unit: int, block_size: int) -> None:
+        super().__init__(
+            f"Invalid prefix_match_unit={prefix_match_unit}; with a single KV cache group, "
+            f"prefix-cache hits land on the block size ({block_size}). Unset it or set it "
+            f"to {block_size}."
+        )
+        self.prefix_match_unit = prefix_match_unit
+        self.block_size = block_size
 
 
 class ContextParallelUnsupportedError(KVPureValueError):

@@ -14,6 +14,7 @@ from pyrsistent import PMap
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
+from kvpure.planning.rules import PlannerRules, planner_rules
 from kvpure.runtime_types import typed_init
 from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
@@ -74,6 +75,9 @@ class PlannerSettings:
     speculative_method: str | None = None
     num_speculative_tokens: int | None = None
     use_v2_model_runner: bool = False
+    num_prefill_lookahead_tokens: int = 0
+    """vLLM 0.33+'s ``VllmConfig.num_prefill_lookahead_tokens`` (prefill tokens the drafter
+    reads past the computed range); sets ``SlidingWindowSpec.extra_retained_tokens``."""
     vllm_version: str = DEFAULT_VLLM_VERSION
     """The vLLM release whose rules plan and replay with these settings (``"0.26"``,
     ``"0.33"``, ``"0.34"``; ``"X.Y.0"`` is read as ``"X.Y"``)."""
@@ -104,13 +108,24 @@ class PlannerSettings:
             _check_int("original_max_model_len", self.original_max_model_len, -1)
         if self.num_speculative_tokens is not None:
             _check_int("num_speculative_tokens", self.num_speculative_tokens, 0)
+        _check_int("num_prefill_lookahead_tokens", self.num_prefill_lookahead_tokens, 0)
+
+    @property
+    def rules(self) -> PlannerRules:
+        """The planning rules of ``vllm_version`` (one frozen record per release)."""
+        return planner_rules(self.vllm_version)
 
     @property
     def max_concurrent_batches(self) -> int:
-        """Batches in flight at once: the pipeline depth, more with async scheduling."""
+        """Batches in flight at once: the pipeline depth, more with async scheduling.
+
+        Rule ``v2_model_runner_only`` (``VllmConfig.max_concurrent_batches``): from 0.33
+        on, async scheduling gives ``pp + 1``; vLLM 0.26's V1 runner gave ``pp`` (2 when
+        ``pp == 1``) unless ``use_v2_model_runner``.
+        """
         pp = self.pipeline_parallel_size
         if self.async_scheduling:
-            if self.use_v2_model_runner:
+            if self.use_v2_model_runner or self.rules.v2_model_runner_only:
                 return pp + 1
             if pp <= 1:
                 return 2
@@ -143,6 +158,11 @@ class PlannerSettings:
     def use_eagle(self) -> bool:
         """vLLM's ``speculative_config.use_eagle()``: EAGLE, EAGLE-3 or MTP drafting."""
         return self.speculative_method in EAGLE_METHODS
+
+    @property
+    def use_eagle_block_drop(self) -> bool:
+        """vLLM 0.33+'s ``SpeculativeConfig.use_eagle_block_drop()``: EAGLE, EAGLE-3, MTP."""
+        return self.speculative_method in ("eagle", "eagle3", "mtp")
 
     @property
     def auto_fit_max_model_len(self) -> bool:

@@ -28,6 +28,7 @@ from kvpure.cli.plan_memory import add_memory_options, given_memory_options
 from kvpure.cli.plan_options import add_deployment_options, given_options
 from kvpure.cli.plan_output import config_report
 from kvpure.cli.serve_options import add_serve_options, given_serve_options
+from kvpure.cli.vllm_option import add_vllm_argument
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import (
     PlanningInput,
@@ -43,6 +44,7 @@ from kvpure.report.capacity import build_capacity_report
 from kvpure.report.model_plan import looks_like_model_config
 from kvpure.report.text import render_report
 from kvpure.specs import UniformTypeKVCacheSpecs
+from kvpure.versions import resolve_vllm_version
 
 EXIT_PLANNING_ERROR = 2
 
@@ -71,7 +73,8 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "plan",
         help="plan the KV cache of a model (config.json + options) or of a vLLM planning case",
-        description="Plan the KV cache as vLLM 0.26 would and explain the result: blocks, "
+        description="Plan the KV cache as the chosen vLLM release (--vllm; default 0.34) "
+        "would and explain the result: blocks, "
         "tokens that fit, max-length requests at once, the (auto-fitted) max_model_len, block "
         "sizes, one row per KV cache group and where memory is wasted. FILE is a Hugging Face "
         "config.json (give the deployment options below; nothing is downloaded) or a "
@@ -97,6 +100,7 @@ def register(sub: Any) -> None:
         help="plan a model whose architecture kvpure does not list by a listed one's rule "
         "(e.g. LlamaForCausalLM); the report says so",
     )
+    add_vllm_argument(parser)
     add_deployment_options(parser)
     add_serve_options(parser)
     add_memory_options(parser)
@@ -118,14 +122,25 @@ def load_case_input(path: str) -> object:
     return _case_input(_read_json(path))
 
 
-def read_planning_case(path: str) -> PlanningInput:
+def case_file_version(data: object, flag: str | None) -> str:
+    """The release a case file is planned for: ``--vllm`` > its ``"vllm_version"`` (beside
+    ``"input"``, or beside ``"vllm_config"`` in a bare input) > the default."""
+    file_value = data.get("vllm_version") if isinstance(data, dict) else None
+    return resolve_vllm_version(flag, file_value)
+
+
+def read_planning_case(path: str, vllm_version: str | None = None) -> PlanningInput:
     """Parse a case file into kvpure values (InvalidFieldError names a bad field)."""
-    return parse_planning_input(load_case_input(path))
+    data = _read_json(path)
+    return parse_planning_input(
+        _case_input(data), vllm_version=case_file_version(data, vllm_version)
+    )
 
 
 def format_report(plan: KVCachePlan) -> str:
     """A short readable report: blocks, groups, tensors, capacity."""
     lines = [
+        f"planned as vLLM {plan.settings.vllm_version}",
         f"num_blocks: {plan.num_blocks} (per worker, {len(plan.kv_cache_configs)} worker(s))",
         f"max_model_len: {plan.final_max_model_len}",
     ]
@@ -217,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
     data = _read_json(path)
     if looks_like_model_config(data):
         return _run_config(args, data, path)
-    parsed = parse_planning_input(_check_is_case(args, data))
+    version = case_file_version(data, args.vllm)
+    parsed = parse_planning_input(_check_is_case(args, data), vllm_version=version)
     try:
         plan = plan_input(parsed)
     except KVPureError as err:

@@ -22,9 +22,13 @@ from pyrsistent import freeze, pmap
 from kvpure.errors import (
     InvalidFieldError,
     KVPureError,
-    KVPureNotImplementedError,
-    KVPureRuntimeError,
-    KVPureValueError,
+)
+from kvpure.interop.planning_render import (
+    KV_CACHE_LAYOUT,
+    render_error,
+    render_kv_cache_config,
+    render_plan,
+    vllm_error_type,
 )
 from kvpure.interop.spec_json import (
     JSONObject,
@@ -34,11 +38,11 @@ from kvpure.interop.spec_json import (
     render_kv_cache_spec,
     render_layer_specs,
 )
-from kvpure.planning.planner import KVCachePlan, WorkerPlanFacts, get_kv_cache_configs
+from kvpure.planning.planner import KVCachePlan, get_kv_cache_configs
 from kvpure.settings import PlannerSettings
 from kvpure.specs import KVCacheSpec
-from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 from kvpure.specs.layer_map import LayerMap
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version, resolve_vllm_version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,12 +114,15 @@ _SETTINGS_FIELDS: tuple[tuple[str, str, str], ...] = (
 _SECTIONS = ("cache_config", "parallel_config", "scheduler_config", "model_config")
 
 
-def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> PlannerSettings:
+def parse_planner_settings(
+    vllm_config: object, path: str = "vllm_config", *, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> PlannerSettings:
     """Planner settings from a golden's ``input.vllm_config`` object.
 
     Fields the file leaves out take PlannerSettings' defaults, except the
     required ones (block_size, max_num_batched_tokens, max_model_len).
     """
+    version = normalize_vllm_version(vllm_version)
     cfg = _obj(path, vllm_config)
     sections = {
         name: _obj(f"{path}.{name}", _get(cfg, path, name, "obj", required=True))
@@ -147,6 +154,12 @@ def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> Pl
     kwargs["use_v2_model_runner"] = _get(
         cfg, path, "use_v2_model_runner", "bool", required=False, default=False
     )
+    kwargs["vllm_version"] = version
+    if version != "0.26":
+        _check_newer_config(cfg, sections, path)
+        lookahead = _get(cfg, path, "num_prefill_lookahead_tokens", "int?", required=False)
+        if lookahead is not None:
+            kwargs["num_prefill_lookahead_tokens"] = lookahead
     try:
         settings = PlannerSettings(**kwargs)
     except InvalidFieldError as err:
@@ -156,6 +169,26 @@ def parse_planner_settings(vllm_config: object, path: str = "vllm_config") -> Pl
             field=f"{where}.{err.field}", value=err.value, reason=err.reason
         ) from None
     return _check_derived(settings, cfg, path)
+
+
+def _check_newer_config(
+    cfg: Mapping[str, Any], sections: Mapping[str, Mapping[str, Any]], path: str
+) -> None:
+    """vLLM 0.33+ settings kvpure plans only at the values the contract fixes."""
+    fixed: tuple[tuple[str, str, tuple[object, ...]], ...] = (
+        ("cache_config", "mamba_cache_mode", ("none", "align")),
+        ("cache_config", "kv_cache_layout", (None, "LBNHC")),
+        ("cache_config", "enable_extensible_kv_cache", (None, False)),
+        ("model_config", "supports_kv_cache_grouping", (None, False)),
+    )
+    for section, key, allowed in fixed:
+        value = sections[section].get(key)
+        if value not in allowed:
+            raise InvalidFieldError(
+                field=f"{path}.{section}.{key}",
+                value=value,
+                reason=f"kvpure plans vLLM 0.33+ with {' or '.join(map(repr, allowed))} here",
+            )
 
 
 def _check_derived(settings: PlannerSettings, cfg: Mapping[str, Any], path: str) -> PlannerSettings:
@@ -188,10 +221,24 @@ def _settings_fields(settings: PlannerSettings) -> dict[str, Any]:
     return {name: getattr(settings, name) for name in PlannerSettings.__dataclass_fields__}
 
 
-def parse_planning_input(case_input: object, path: str = "input") -> PlanningInput:
-    """A golden's ``input`` object as kvpure values."""
+def case_vllm_version(case: object, vllm_version: str | None = None) -> str:
+    """The release a planning case is for: ``vllm_version`` > the case's own
+    ``"vllm_version"`` (beside ``"input"``, or beside ``"vllm_config"`` in an input given
+    alone; never ``meta``) > the default."""
+    if vllm_version is not None:
+        return normalize_vllm_version(vllm_version, field="vllm_version")
+    file_value = case.get("vllm_version") if isinstance(case, Mapping) else None
+    return resolve_vllm_version(None, file_value)
+
+
+def parse_planning_input(
+    case_input: object, path: str = "input", *, vllm_version: str | None = None
+) -> PlanningInput:
+    """A golden's ``input`` object as kvpure values, for ``vllm_version`` (None: the
+    object's own ``"vllm_version"`` key, else the default release)."""
+    version = case_vllm_version(case_input, vllm_version)
     obj = _obj(path, case_input)
-    settings = parse_planner_settings(obj.get("vllm_config"), "vllm_config")
+    settings = parse_planner_settings(obj.get("vllm_config"), "vllm_config", vllm_version=version)
     memory = obj.get("available_memory")
     if not isinstance(memory, list):
         raise InvalidFieldError(field="available_memory", value=memory, reason="must be a list")
@@ -209,83 +256,11 @@ def parse_planning_input(case_input: object, path: str = "input") -> PlanningInp
             value=memory,
             reason=f"must give one figure per worker ({len(workers)} in kv_cache_specs)",
         )
-    specs = tuple(parse_layer_specs(w, f"kv_cache_specs[{i}]") for i, w in enumerate(workers))
+    specs = tuple(
+        parse_layer_specs(w, f"kv_cache_specs[{i}]", vllm_version=version)
+        for i, w in enumerate(workers)
+    )
     return PlanningInput(settings=settings, kv_cache_specs=specs, available_memory=tuple(memory))
-
-
-def render_tensor(tensor: KVCacheTensor) -> JSONObject:
-    return {
-        "size": tensor.size,
-        "shared_by": list(tensor.shared_by),
-        "offset": tensor.offset,
-        "block_stride": tensor.block_stride,
-    }
-
-
-def render_group(group: KVCacheGroupSpec) -> JSONObject:
-    return {
-        "layer_names": list(group.layer_names),
-        "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec),
-        "is_eagle_group": group.is_eagle_group,
-    }
-
-
-def render_kv_cache_config(config: KVCacheConfig) -> JSONObject:
-    """A KVCacheConfig in the goldens' ``output[i]`` shape."""
-    return {
-        "num_blocks": config.num_blocks,
-        "kv_cache_tensors": [render_tensor(t) for t in config.kv_cache_tensors],
-        "kv_cache_groups": [render_group(g) for g in config.kv_cache_groups],
-    }
-
-
-def render_worker_facts(facts: WorkerPlanFacts, has_groups: bool) -> JSONObject:
-    """One entry of the goldens' ``derived.per_worker``."""
-    out: JSONObject = {}
-    if has_groups:
-        out["kv_cache_capacity_tokens"] = facts.kv_cache_capacity_tokens
-        out["max_concurrency"] = facts.max_concurrency
-        out["group_max_memory_usage_bytes"] = list(facts.group_max_memory_usage_bytes)
-        out["max_memory_usage_bytes_from_groups"] = facts.max_memory_usage_bytes_from_groups
-    out["resolve_kv_cache_block_sizes"] = [facts.scheduler_block_size, facts.hash_block_size]
-    return out
-
-
-def render_plan(plan: KVCachePlan) -> JSONObject:
-    """``{"output", "final_max_model_len", "derived"}`` as in the goldens."""
-    return {
-        "output": [render_kv_cache_config(c) for c in plan.kv_cache_configs],
-        "final_max_model_len": plan.final_max_model_len,
-        "derived": {
-            "scheduler_kv_cache_config": render_kv_cache_config(plan.scheduler_kv_cache_config),
-            "per_worker": [
-                render_worker_facts(f, bool(c.kv_cache_groups))
-                for f, c in zip(plan.workers, plan.kv_cache_configs, strict=True)
-            ],
-        },
-    }
-
-
-def vllm_error_type(err: KVPureError) -> str:
-    """The stdlib exception vLLM raises where kvpure raised ``err``."""
-    if isinstance(err, KVPureNotImplementedError):
-        return "NotImplementedError"
-    if isinstance(err, KVPureRuntimeError):
-        return "RuntimeError"
-    if isinstance(err, KVPureValueError):
-        return "ValueError"
-    return type(err).__mro__[1].__name__
-
-
-def render_error(err: KVPureError) -> JSONObject:
-    """``{"error": {"type", "vllm_type", "message"}}``."""
-    return {
-        "error": {
-            "type": type(err).__name__,
-            "vllm_type": vllm_error_type(err),
-            "message": str(err),
-        }
-    }
 
 
 def plan_input(parsed: PlanningInput) -> KVCachePlan:
@@ -293,12 +268,18 @@ def plan_input(parsed: PlanningInput) -> KVCachePlan:
     return get_kv_cache_configs(parsed.settings, parsed.kv_cache_specs, parsed.available_memory)
 
 
-def plan_case(case_input: object) -> JSONObject:
-    """Plan a golden's ``input``; the result or ``{"error": ...}`` in the goldens' shapes.
+def plan_case(case: object, *, vllm_version: str | None = None) -> JSONObject:
+    """Plan a golden case (or its ``input``); the result or ``{"error": ...}`` in the
+    goldens' shapes of ``vllm_version`` (None: the case's ``"vllm_version"``, else the
+    default release).
 
     Malformed input raises InvalidFieldError (it is not a planning outcome).
     """
-    parsed = parse_planning_input(case_input)
+    version = case_vllm_version(case, vllm_version)
+    case_input = case
+    if isinstance(case, Mapping) and "input" in case and "vllm_config" not in case:
+        case_input = case["input"]
+    parsed = parse_planning_input(case_input, vllm_version=version)
     try:
         plan = plan_input(parsed)
     except KVPureError as err:
@@ -307,7 +288,9 @@ def plan_case(case_input: object) -> JSONObject:
 
 
 __all__ = [
+    "KV_CACHE_LAYOUT",
     "PlanningInput",
+    "case_vllm_version",
     "derived_page_sizes",
     "parse_kv_cache_spec",
     "parse_layer_specs",

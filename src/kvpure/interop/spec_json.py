@@ -14,6 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from kvpure.errors import InvalidFieldError
+from kvpure.interop.spec_fields import (
+    FIELDS_SINCE_0_33,
+    FIELDS_UNTIL_0_26,
+    IGNORED_AT_DEFAULT,
+    SPEC_FIELDS,
+    spec_fields,
+)
 from kvpure.specs import (
     SPEC_CLASSES,
     AttentionSpec,
@@ -21,8 +28,14 @@ from kvpure.specs import (
     KVDtype,
     KVQuantMode,
     MambaAttentionBackendEnum,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowMLASpec,
 )
 from kvpure.specs.layer_map import LayerMap
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
+
+MLA_CLASSES = (MLAAttentionSpec, SlidingWindowMLASpec)
 
 JSONObject = dict[str, Any]
 
@@ -104,6 +117,14 @@ _PARSERS: dict[str, Callable[[str, object], object]] = {
     "cache_dtype_str": _str,
     "model_version": _str,
     "mamba_cache_mode": _str,
+    "cache_role": _str,
+    "dcp_sharded": _bool,
+    "is_draft": _bool,
+    "kv_head_major_slots": _bool,
+    "is_index_group_leader": _bool,
+    "non_causal_multi_token_decode": _bool,
+    "bounded_replay": _bool,
+    "tp_replicated": _bool,
 }
 
 
@@ -111,42 +132,108 @@ def _init_fields(cls: type[KVCacheSpec]) -> tuple[dataclasses.Field[Any], ...]:
     return tuple(f for f in dataclasses.fields(cls) if f.init)
 
 
-def parse_kv_cache_spec(obj: object, path: str = "") -> KVCacheSpec:
-    """A spec from its JSON object; ``path`` prefixes field names in errors."""
+#: 0.33+ fields whose non-default values change a page in ways kvpure does not model.
+_NOT_MODELLED_DEFAULTS: dict[str, object] = {
+    "num_head_slots": None,
+    "state_content_bytes": None,
+}
+
+
+def _check_modelled(type_name: str, name: str, value: object, fpath: str) -> None:
+    default: object = _NOT_MODELLED_DEFAULTS.get(name, value)
+    if name == "tokens_per_state":
+        default = -1 if type_name == "MambaSpec" else 1
+    elif name == "num_heads" and type_name == "MambaSpec":
+        default = 1
+    if value != default:
+        raise InvalidFieldError(
+            field=fpath,
+            value=value,
+            reason=f"kvpure models only {default!r} here (a packed page layout is not modelled)",
+        )
+
+
+def _allowed_keys(type_name: str, cls: type[KVCacheSpec], version: str) -> set[str]:
+    fields = spec_fields(version, type_name)
+    if fields is None:
+        return set()
+    keys = set(fields) | set(IGNORED_AT_DEFAULT[version])
+    if version != "0.26":
+        keys |= set(FIELDS_UNTIL_0_26)
+    return keys
+
+
+def parse_kv_cache_spec(
+    obj: object, path: str = "", *, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> KVCacheSpec:
+    """A spec from its JSON object; ``path`` prefixes field names in errors.
+
+    ``vllm_version`` picks the release's fields (section 3 of the 0.34 contract): under
+    0.33/0.34 a 0.26-shaped object is read too (``indexes_kv_by_block_stride`` ignored,
+    missing fields at the class's defaults, an MLA ``head_size_v`` of 0 read as absent).
+    """
+    version = normalize_vllm_version(vllm_version)
     if not isinstance(obj, Mapping):
         raise InvalidFieldError(field=path or "spec", value=obj, reason="must be a JSON object")
     type_name = obj.get("type")
-    cls = SPEC_CLASSES.get(type_name) if isinstance(type_name, str) else None
-    if cls is None:
-        known = ", ".join(SPEC_CLASSES)
+    known = tuple(SPEC_FIELDS[version])
+    cls = SPEC_CLASSES.get(type_name) if type_name in known else None
+    if cls is None or not isinstance(type_name, str):
         raise InvalidFieldError(
             field=_join(path, "type"),
             value=type_name,
-            reason=f"unknown spec type; expected one of {known}",
+            reason=f"unknown spec type for vLLM {version}; expected one of {', '.join(known)}",
         )
-    fields = _init_fields(cls)
-    names = {f.name for f in fields}
+    own = {f.name: f for f in _init_fields(cls)}
+    allowed = _allowed_keys(type_name, cls, version)
     for key in obj:
-        if key not in names and key not in ("type", "_derived"):
+        if key not in allowed and key not in ("type", "_derived"):
             raise InvalidFieldError(
                 field=_join(path, key), value=obj[key], reason=f"not a field of {type_name}"
             )
     kwargs: dict[str, object] = {}
-    for f in fields:
-        fpath = _join(path, f.name)
-        if f.name not in obj:
+    for name, f in own.items():
+        fpath = _join(path, name)
+        if name not in obj or name not in allowed:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise InvalidFieldError(field=fpath, value=None, reason="missing")
             continue
-        raw = obj[f.name]
+        raw = obj[name]
+        ignored = IGNORED_AT_DEFAULT[version]
+        if name in ignored:
+            if raw not in (None, ignored[name]):
+                raise InvalidFieldError(
+                    field=fpath, value=raw, reason=f"vLLM {version} has no {name}"
+                )
+            continue
+        if version != "0.26" and name in FIELDS_UNTIL_0_26:
+            if name == "compress_ratio" and raw not in (None, 1):
+                raise InvalidFieldError(
+                    field=fpath,
+                    value=raw,
+                    reason=f"vLLM {version} has no compress_ratio (use vLLM 0.26)",
+                )
+            continue
+        if version != "0.26" and name in FIELDS_SINCE_0_33:
+            _check_modelled(type_name, name, raw, fpath)
         if raw is None:
             if f.default is not None:
                 raise InvalidFieldError(field=fpath, value=raw, reason="must not be null")
-            kwargs[f.name] = None
-        elif f.name == "kv_cache_specs":
-            kwargs[f.name] = parse_layer_specs(raw, fpath)
+            kwargs[name] = None
+        elif name == "head_size_v" and raw == 0 and issubclass(cls, MLA_CLASSES):
+            continue  # 0.33+: MLA has no separate V (default 0); kvpure keeps head_size
+        elif name == "kv_cache_specs":
+            kwargs[name] = parse_layer_specs(raw, fpath, vllm_version=version)
         else:
-            kwargs[f.name] = _PARSERS.get(f.name, _int)(fpath, raw)
+            kwargs[name] = _PARSERS.get(name, _int)(fpath, raw)
+    if "head_size_v" in obj and "head_size_v" not in own:
+        raw = obj["head_size_v"]
+        if raw is not None and raw != obj.get("head_size"):
+            raise InvalidFieldError(
+                field=_join(path, "head_size_v"),
+                value=raw,
+                reason=f"kvpure models {type_name} with head_size_v equal to head_size",
+            )
     try:
         build = cast(Callable[..., KVCacheSpec], cls)
         return build(**kwargs)
@@ -158,31 +245,47 @@ def parse_kv_cache_spec(obj: object, path: str = "") -> KVCacheSpec:
         raise InvalidFieldError(field=path or "spec", value=type_name, reason=str(err)) from None
 
 
-def parse_layer_specs(obj: object, path: str = "") -> LayerMap[KVCacheSpec]:
+def parse_layer_specs(
+    obj: object, path: str = "", *, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> LayerMap[KVCacheSpec]:
     """An ordered layer map from a JSON object ``{layer name: spec object}``."""
     if not isinstance(obj, Mapping):
         raise InvalidFieldError(
             field=path or "kv_cache_specs", value=obj, reason="must be a JSON object"
         )
     return LayerMap.from_pairs(
-        (name, parse_kv_cache_spec(spec, _join(path, name))) for name, spec in obj.items()
+        (name, parse_kv_cache_spec(spec, _join(path, name), vllm_version=vllm_version))
+        for name, spec in obj.items()
     )
 
 
-def _render_value(value: object) -> object:
+def _render_value(value: object, version: str) -> object:
     if isinstance(value, KVDtype):
         return value.value
     if isinstance(value, KVQuantMode | MambaAttentionBackendEnum):
         return value.name
     if isinstance(value, LayerMap):
-        return render_layer_specs(value)
+        return render_layer_specs(value, vllm_version=version)
     if isinstance(value, tuple):
-        return [_render_value(v) for v in value]
+        return [_render_value(v, version) for v in value]
     return value
 
 
-def derived_page_sizes(spec: KVCacheSpec) -> JSONObject:
-    """The ``_derived`` block: page sizes in bytes and the storage block size in tokens."""
+def derived_page_sizes(spec: KVCacheSpec, *, vllm_version: str = "0.26") -> JSONObject:
+    """The ``_derived`` block: page sizes in bytes (0.26: and the storage block size)."""
+    if vllm_version != "0.26":
+        if isinstance(spec, AttentionSpec):
+            return {
+                "page_size_bytes": spec.page_size_bytes,
+                "real_page_size_bytes": spec.unpadded_page_size_bytes,
+                "unpadded_page_size_bytes": spec.unpadded_page_size_bytes,
+            }
+        if isinstance(spec, MambaSpec):
+            return {
+                "page_size_bytes": spec.page_size_bytes,
+                "real_page_size_bytes": spec.state_size_bytes,
+            }
+        return {"page_size_bytes": spec.page_size_bytes}
     if isinstance(spec, AttentionSpec):
         return {
             "page_size_bytes": spec.page_size_bytes,
@@ -193,18 +296,40 @@ def derived_page_sizes(spec: KVCacheSpec) -> JSONObject:
     return {"page_size_bytes": spec.page_size_bytes, "storage_block_size": spec.storage_block_size}
 
 
-def render_kv_cache_spec(spec: KVCacheSpec) -> JSONObject:
-    """The spec as a JSON object in the goldens' shape, ``_derived`` included."""
-    out: JSONObject = {"type": type(spec).__name__}
-    for f in _init_fields(type(spec)):
-        out[f.name] = _render_value(getattr(spec, f.name))
-    out["_derived"] = derived_page_sizes(spec)
+def _field_value(spec: KVCacheSpec, name: str, version: str) -> object:
+    if name == "head_size_v" and version != "0.26":
+        if isinstance(spec, MLA_CLASSES):
+            value = getattr(spec, "head_size_v", None)
+            return 0 if value is None or value == getattr(spec, "head_size", None) else value
+        if not hasattr(spec, "head_size_v"):
+            return getattr(spec, "head_size", None)
+    return _render_value(getattr(spec, name), version)
+
+
+def render_kv_cache_spec(
+    spec: KVCacheSpec, *, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> JSONObject:
+    """The spec as a JSON object in ``vllm_version``'s shape, ``_derived`` included."""
+    version = normalize_vllm_version(vllm_version)
+    type_name = type(spec).__name__
+    out: JSONObject = {"type": type_name}
+    names = spec_fields(version, type_name)
+    if names is None:
+        names = tuple(f.name for f in _init_fields(type(spec)))
+    for name in names:
+        out[name] = _field_value(spec, name, version)
+    out["_derived"] = derived_page_sizes(spec, vllm_version=version)
     return out
 
 
-def render_layer_specs(specs: LayerMap[KVCacheSpec]) -> JSONObject:
+def render_layer_specs(
+    specs: LayerMap[KVCacheSpec], *, vllm_version: str = DEFAULT_VLLM_VERSION
+) -> JSONObject:
     """``{layer name: spec object}`` in layer order."""
-    return {name: render_kv_cache_spec(spec) for name, spec in specs.ordered_items()}
+    return {
+        name: render_kv_cache_spec(spec, vllm_version=vllm_version)
+        for name, spec in specs.ordered_items()
+    }
 
 
 __all__ = [

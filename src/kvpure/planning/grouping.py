@@ -24,6 +24,12 @@ from kvpure.planning.grouping_dsv4 import (
     get_kv_cache_groups_uniform_groups,
     group_and_unify_kv_cache_specs,
 )
+from kvpure.planning.grouping_promote import (
+    ensure_min_page_size,
+    hidden_state_block_size,
+    merge_compatible_buckets,
+    promote_local_kv_cache_specs,
+)
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     AttentionSpec,
@@ -176,8 +182,14 @@ def _as_full_attention(spec: KVCacheSpec, uniform_block_size: int | None) -> KVC
     return None
 
 
-def unify_kv_cache_spec_page_size(specs: LayerMap[KVCacheSpec]) -> LayerMap[KVCacheSpec]:
-    """Bring every layer to the largest page: scale block sizes, or pad where allowed."""
+def unify_kv_cache_spec_page_size(
+    specs: LayerMap[KVCacheSpec], *, pads_any_attention_page: bool = False
+) -> LayerMap[KVCacheSpec]:
+    """Bring every layer to the largest page: scale block sizes, or pad where allowed.
+
+    Rule ``pads_any_attention_page`` (``unify_kv_cache_spec_page_size``): vLLM 0.33+ pads
+    any non-MLA attention page; 0.26 only one with ``indexes_kv_by_block_stride``.
+    """
     values = specs.ordered_values()
     page_sizes = {s.page_size_bytes for s in values}
     if len(page_sizes) <= 1:
@@ -193,11 +205,18 @@ def unify_kv_cache_spec_page_size(specs: LayerMap[KVCacheSpec]) -> LayerMap[KVCa
             new_spec = dataclasses.replace(spec, page_size_padded=max_page)
         elif max_page % page == 0:
             new_spec = spec.copy_with_new_block_size(spec.block_size * (max_page // page))
-        elif isinstance(spec, AttentionSpec) and spec.indexes_kv_by_block_stride:
+        elif isinstance(spec, AttentionSpec) and (
+            spec.indexes_kv_by_block_stride
+            if not pads_any_attention_page
+            else not isinstance(spec, MLAAttentionSpec)
+        ):
             new_spec = dataclasses.replace(spec, page_size_padded=max_page)
         else:
             raise PageSizeUnificationError(
-                layer_name=name, page_size_bytes=page, max_page_size_bytes=max_page
+                layer_name=name,
+                page_size_bytes=page,
+                max_page_size_bytes=max_page,
+                pads_any_attention_page=pads_any_attention_page,
             )
         if new_spec.page_size_bytes != max_page:
             raise PlanningAssertionError(
@@ -223,24 +242,28 @@ def create_kv_cache_group_specs(
 
 
 def get_kv_cache_groups_uniform_page_size(
-    specs: LayerMap[KVCacheSpec],
+    specs: LayerMap[KVCacheSpec], *, merges_compatible_buckets: bool = False
 ) -> tuple[tuple[KVCacheGroupSpec, ...], tuple[PaddingFact, ...]]:
     """Hybrid layers of one page size: bucket by spec, split buckets into equal-sized groups.
 
     The group size is the smallest bucket, or the largest when the largest is
-    under 1.5x the smallest; bucket ``i``-th groups take ``layers[i::n]``.
+    under 1.5x the smallest; bucket ``i``-th groups take ``layers[i::n]``. Rule
+    ``merges_compatible_buckets`` (vLLM 0.33+): buckets whose specs merge share groups.
     """
-    buckets: dict[KVCacheSpec, list[str]] = {}
+    by_spec: dict[KVCacheSpec, list[str]] = {}
     for name, spec in specs.ordered_items():
-        buckets.setdefault(spec, []).append(name)
-    if not buckets:
+        by_spec.setdefault(spec, []).append(name)
+    if not by_spec:
         raise PlanningAssertionError(check="layers_to_group", detail="no layers to group")
-    sizes = [len(layers) for layers in buckets.values()]
+    buckets = (
+        merge_compatible_buckets(by_spec) if merges_compatible_buckets else list(by_spec.values())
+    )
+    sizes = [len(layers) for layers in buckets]
     min_layers, max_layers = min(sizes), max(sizes)
     group_size = max_layers if 2 * max_layers < 3 * min_layers else min_layers
     grouped: list[list[str]] = []
     padding: list[PaddingFact] = []
-    for layers in buckets.values():
+    for layers in buckets:
         num_padding = group_size - len(layers) % group_size
         if num_padding != group_size:
             padding.append(PaddingFact(num_padding_layers=num_padding, num_layers=len(layers)))
@@ -251,9 +274,14 @@ def get_kv_cache_groups_uniform_page_size(
 
 def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec]) -> KVCacheGrouping:
     """The KV cache groups of a model (all workers' layers merged), with grouping facts."""
+    rules = settings.rules
     converted = False
     if settings.disable_hybrid_kv_cache_manager:
-        unified = unify_hybrid_kv_cache_specs(specs)
+        unified = (
+            promote_local_kv_cache_specs(specs)
+            if rules.promotes_local_specs
+            else unify_hybrid_kv_cache_specs(specs)
+        )
         converted = unified is not specs
         specs = unified
     if not specs:
@@ -261,11 +289,13 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
     if is_kv_cache_spec_uniform(specs):
         groups = create_kv_cache_group_specs(specs, [specs.names])
         return KVCacheGrouping(groups=groups, hybrid_specs_converted=converted)
-    uniform = UniformTypeKVCacheSpecs.from_specs(specs)
+    uniform = UniformTypeKVCacheSpecs.from_specs(
+        specs, mamba_states_match=rules.mamba_uniform_needs_equal_states
+    )
     if uniform is not None:
         group = KVCacheGroupSpec(layer_names=specs.names, kv_cache_spec=uniform)
         return KVCacheGrouping(groups=(group,), hybrid_specs_converted=converted)
-    grouped_specs = group_and_unify_kv_cache_specs(specs)
+    grouped_specs = group_and_unify_kv_cache_specs(specs) if rules.deepseek_v4_grouping else None
     if grouped_specs:
         groups = get_kv_cache_groups_uniform_groups(grouped_specs)
         groups = annotate_eagle_groups_deepseek_v4(settings, specs, groups)
@@ -276,16 +306,26 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
         others = specs.subset(
             n for n in specs.names if not isinstance(specs[n], HiddenStateCacheSpec)
         )
-    others = unify_kv_cache_spec_page_size(others)
-    groups, padding = get_kv_cache_groups_uniform_page_size(others)
+    others = unify_kv_cache_spec_page_size(
+        others, pads_any_attention_page=rules.pads_any_attention_page
+    )
+    groups, padding = get_kv_cache_groups_uniform_page_size(
+        others, merges_compatible_buckets=rules.merges_compatible_buckets
+    )
     if hidden:
         common_page = get_uniform_page_size(g.kv_cache_spec for g in groups)
+        if rules.hidden_state_block_divides_groups:
+            widest = max(s.num_kv_heads * s.head_size * s.dtype.itemsize for _, s in hidden)
+            groups, common_page = ensure_min_page_size(groups, common_page, widest)
         extra: list[KVCacheGroupSpec] = []
         for name, spec in hidden:
             per_token = spec.num_kv_heads * spec.head_size * spec.dtype.itemsize
-            aligned = dataclasses.replace(
-                spec, block_size=max(common_page // per_token, 1), page_size_padded=common_page
+            block = (
+                hidden_state_block_size(groups, common_page, per_token)
+                if rules.hidden_state_block_divides_groups
+                else max(common_page // per_token, 1)
             )
+            aligned = dataclasses.replace(spec, block_size=block, page_size_padded=common_page)
             extra.append(KVCacheGroupSpec(layer_names=(name,), kv_cache_spec=aligned))
         groups = (*groups, *extra)
     return KVCacheGrouping(groups=groups, padding=padding, hybrid_specs_converted=converted)

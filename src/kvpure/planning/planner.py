@@ -21,6 +21,14 @@ from kvpure.errors import (
     UnregisteredSpecError,
     WorkerSpecMismatchError,
 )
+from kvpure.planning.engine_facts import (
+    SchedulerFacts,
+    held_back_null_block,
+    mark_draft_groups,
+    retain_extra_tokens,
+    scheduler_facts,
+    with_tp_replicas,
+)
 from kvpure.planning.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
 from kvpure.planning.memory import (
     check_enough_memory,
@@ -31,7 +39,11 @@ from kvpure.planning.memory import (
 )
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
 from kvpure.settings import PlannerSettings
-from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, get_uniform_type_base_spec
+from kvpure.specs import (
+    KVCacheSpec,
+    UniformTypeKVCacheSpecs,
+    get_uniform_type_base_spec,
+)
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
 
@@ -76,6 +88,7 @@ class WorkerPlanFacts:
     max_memory_usage_bytes_from_groups: int
     scheduler_block_size: int
     hash_block_size: int
+    pool_bytes_per_block: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +104,13 @@ class KVCachePlan:
     num_blocks_overrides: tuple[NumBlocksOverrideFact, ...]
     auto_fit: AutoFitFact | None
     workers: tuple[WorkerPlanFacts, ...]
+    scheduler: SchedulerFacts | None = None
+    """Filled under vLLM 0.33+ rules (``block_sizes_from_prefix_cacheable_groups``)."""
+
+    @property
+    def needs_kv_cache_zeroing(self) -> bool:
+        """vLLM 0.33+: every worker zeroes new blocks if any worker holds Mamba state."""
+        return any(c.needs_kv_cache_zeroing for c in self.kv_cache_configs)
 
     @property
     def num_blocks(self) -> int:
@@ -189,12 +209,32 @@ def _auto_fit(
             fitted = worker_max
             limiting = mem
     if fitted <= 0:
-        raise AutoFitError(available_bytes=tuple(available))
+        raise AutoFitError(available_bytes=tuple(available), hint=settings.rules.more_memory_hint)
     return AutoFitFact(
         original_max_model_len=original,
         fitted_max_model_len=min(fitted, original),
         limiting_available_bytes=limiting,
     )
+
+
+def equalise_num_blocks(
+    settings: PlannerSettings, config: KVCacheConfig, num_blocks: int
+) -> KVCacheConfig:
+    """Give a worker the smallest worker's block count.
+
+    Rule ``single_backing_allocation``: vLLM 0.33+ places the worker again with exactly
+    ``num_blocks`` (strides follow the allocation); 0.26 scaled each tensor's size.
+    """
+    if config.num_blocks == num_blocks:
+        return config
+    if settings.rules.single_backing_allocation and config.kv_cache_groups:
+        per_block = pool_bytes_per_block(settings, config.kv_cache_groups)
+        return get_kv_cache_config_from_groups(
+            dataclasses.replace(settings, num_gpu_blocks_override=None),
+            config.kv_cache_groups,
+            num_blocks * per_block,
+        )
+    return _shrink(config, num_blocks)
 
 
 def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
@@ -222,6 +262,7 @@ def _worker_facts(
     if groups:
         capacity, concurrency = get_kv_cache_capacity(settings, config)
     return WorkerPlanFacts(
+        pool_bytes_per_block=pool_bytes_per_block(settings, groups) if groups else 0,
         num_blocks_before_equalisation=num_blocks_before,
         kv_cache_capacity_tokens=capacity,
         max_concurrency=concurrency,
@@ -242,6 +283,7 @@ def _check_worker_memory(
         lambda: max_memory_usage_bytes_from_groups(settings, groups),
         settings.max_model_len,
         lambda mem: estimate_max_model_len_from_groups(settings, groups, mem),
+        hint=settings.rules.more_memory_hint,
     )
 
 
@@ -270,7 +312,11 @@ def get_kv_cache_configs(
     workers = tuple(LayerMap.from_mapping(w) for w in specs_per_worker)
     merged = merge_worker_specs(workers)
     check_kv_cache_spec_registry(merged)
+    if settings.rules.sets_extra_retained_tokens:
+        merged = retain_extra_tokens(settings, merged)
     grouping: KVCacheGrouping = get_kv_cache_groups(settings, merged)
+    if settings.rules.sets_extra_retained_tokens and settings.use_eagle_block_drop:
+        grouping = mark_draft_groups(merged, grouping)
     projected = [project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in workers]
     available = list(available_memory_per_worker)
     overrides: list[NumBlocksOverrideFact] = []
@@ -294,13 +340,14 @@ def get_kv_cache_configs(
                 )
             )
             available[worker] = override * per_block
+    check_memory = held_back_null_block(settings, projected, available)
     auto_fit: AutoFitFact | None = None
     if settings.auto_fit_max_model_len:
-        auto_fit = _auto_fit(settings, projected, available)
+        auto_fit = _auto_fit(settings, projected, check_memory)
         settings = settings.with_max_model_len(auto_fit.fitted_max_model_len)
     for worker, groups in enumerate(projected):
         if groups:
-            _check_worker_memory(settings, groups, available[worker])
+            _check_worker_memory(settings, groups, check_memory[worker])
     configs: list[KVCacheConfig] = []
     for groups, worker_specs, mem in zip(projected, workers, available, strict=True):
         if sum(len(g.layer_names) for g in groups) != len(worker_specs):
@@ -314,9 +361,14 @@ def get_kv_cache_configs(
         configs.append(get_kv_cache_config_from_groups(settings, groups, mem))
     min_blocks = min(c.num_blocks for c in configs)
     before = [c.num_blocks for c in configs]
-    configs = [_shrink(c, min_blocks) for c in configs]
+    configs = [equalise_num_blocks(settings, c, min_blocks) for c in configs]
     facts = tuple(_worker_facts(settings, c, before[i]) for i, c in enumerate(configs))
+    scheduler: SchedulerFacts | None = None
+    if settings.rules.block_sizes_from_prefix_cacheable_groups:
+        configs = [with_tp_replicas(settings, c) for c in configs]
+        scheduler = scheduler_facts(settings, generate_scheduler_kv_cache_config(configs))
     return KVCachePlan(
+        scheduler=scheduler,
         kv_cache_configs=tuple(configs),
         final_max_model_len=settings.max_model_len,
         settings=settings,

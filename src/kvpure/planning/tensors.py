@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from kvpure.errors import PlanningAssertionError
 from kvpure.planning.grouping import get_uniform_page_size
 from kvpure.settings import PlannerSettings
-from kvpure.specs import UniformTypeKVCacheSpecs
+from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, round_up
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 
 
@@ -57,8 +57,34 @@ def use_packed_kv_cache_config(
     return all_uniform_type or (settings.enable_cross_layers_blocks and len(groups) > 1)
 
 
+def _layer_specs(group: KVCacheGroupSpec) -> list[tuple[str, KVCacheSpec]]:
+    spec = group.kv_cache_spec
+    if isinstance(spec, UniformTypeKVCacheSpecs):
+        return [(name, spec.kv_cache_specs[name]) for name in group.layer_names]
+    return [(name, spec) for name in group.layer_names]
+
+
+def layer_block_stride(spec: KVCacheSpec) -> int:
+    """vLLM 0.33+'s ``_get_layer_block_stride``: the page rounded up to its alignment."""
+    return round_up(spec.page_size_bytes, spec.get_block_stride_alignment())
+
+
+def single_pool_bytes_per_block(groups: Sequence[KVCacheGroupSpec]) -> int:
+    """vLLM 0.33+'s ``_get_kv_cache_bytes_per_block`` for a layer-outer layout (LBNHC):
+    the largest group's sum of per-layer block strides."""
+    return max(sum(layer_block_stride(s) for _, s in _layer_specs(g)) for g in groups)
+
+
 def pool_bytes_per_block(settings: PlannerSettings, groups: Sequence[KVCacheGroupSpec]) -> int:
-    """Bytes one block takes in the worker's pool (the divisor that turns memory into blocks)."""
+    """Bytes one block takes in the worker's pool (the divisor that turns memory into blocks).
+
+    Rule ``single_backing_allocation``: vLLM 0.33+ ``_pool_bytes_per_block``
+    (``kv_cache_planning.py``) sums each group's layer strides and takes the largest;
+    0.26 (``kv_cache_utils.py get_kv_cache_config_from_groups``) divided by the uniform
+    type's page, the packed block, or the shared page times the group size.
+    """
+    if settings.rules.single_backing_allocation:
+        return single_pool_bytes_per_block(groups) if groups else 0
     first = groups[0].kv_cache_spec
     if len(groups) == 1 and isinstance(first, UniformTypeKVCacheSpecs):
         return first.page_size_bytes
@@ -89,12 +115,58 @@ def _packed_tensors(
     return num_blocks, tuple(tensors)
 
 
+def single_backing_tensors(
+    groups: Sequence[KVCacheGroupSpec], num_blocks: int
+) -> tuple[KVCacheTensor, ...]:
+    """vLLM 0.33+'s placement (``get_kv_cache_config_from_groups``, layer-outer LBNHC): one
+    backing allocation of ``num_blocks`` blocks; per group, one tensor per distinct layer
+    spec, aliasing from byte 0, its layers ``layer_stride`` apart."""
+    size = single_pool_bytes_per_block(groups) * num_blocks
+    tensors: list[KVCacheTensor] = []
+    for group in groups:
+        by_spec: dict[KVCacheSpec, list[str]] = {}
+        for name, spec in _layer_specs(group):
+            by_spec.setdefault(spec, []).append(name)
+        offset = 0
+        for spec, names in by_spec.items():
+            block_stride = layer_block_stride(spec)
+            layer_stride = block_stride * num_blocks
+            tensors.append(
+                KVCacheTensor(
+                    size=size,
+                    shared_by=tuple(names),
+                    offset=offset,
+                    block_stride=block_stride,
+                    layer_stride=layer_stride,
+                )
+            )
+            offset += len(names) * layer_stride
+    return tuple(tensors)
+
+
 def get_kv_cache_config_from_groups(
     settings: PlannerSettings, groups: Sequence[KVCacheGroupSpec], available_memory: int
 ) -> KVCacheConfig:
-    """One worker's KVCacheConfig for its (projected) groups and its memory in bytes."""
+    """One worker's KVCacheConfig for its (projected) groups and its memory in bytes.
+
+    Rule ``single_backing_allocation`` picks vLLM 0.33+'s one backing allocation
+    (:func:`single_backing_tensors`) or 0.26's three layouts.
+    """
     if not groups:
         return KVCacheConfig(num_blocks=1, kv_cache_tensors=(), kv_cache_groups=())
+    if settings.rules.single_backing_allocation:
+        per_block = single_pool_bytes_per_block(groups)
+        if per_block == 0:  # vLLM divides by it (ZeroDivisionError)
+            raise PlanningAssertionError(
+                check="pool_bytes_per_block",
+                detail="the worker's groups hold no layers (zero bytes per block)",
+            )
+        num_blocks = may_override_num_blocks(settings, available_memory // per_block)
+        return KVCacheConfig(
+            num_blocks=num_blocks,
+            kv_cache_tensors=single_backing_tensors(groups, num_blocks),
+            kv_cache_groups=tuple(groups),
+        )
     first = groups[0].kv_cache_spec
     tensors: tuple[KVCacheTensor, ...]
     if len(groups) == 1 and isinstance(first, UniformTypeKVCacheSpecs):

@@ -8,9 +8,9 @@ group), kvpure raises :class:`WindowSizeMismatchError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypedDict, cast
 
 from kvpure.errors import (
     ContextParallelUnsupportedError,
@@ -26,6 +26,7 @@ from kvpure.specs.base import (
     KVQuantMode,
     cdiv,
     check_all_equal,
+    check_non_negative,
     check_optional_positive,
     check_positive,
     nvfp4_kv_cache_full_dim,
@@ -38,20 +39,33 @@ _FP32_BYTES = 4
 @typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AttentionSpec(KVCacheSpec):
-    """Fields every attention layer has: heads, head size, dtype, quantisation, padding."""
+    """Fields every attention layer has: heads, head size, dtype, quantisation, padding.
 
+    ``indexes_kv_by_block_stride`` is vLLM 0.26's (gone in 0.33); ``max_tp_shards``,
+    ``num_head_slots``, ``state_content_bytes``, ``kv_head_major_slots`` and
+    ``tokens_per_state`` are 0.33+'s (kvpure models their defaults: the JSON reader
+    refuses a packed page layout it cannot size).
+    """
+
+    dcp_sharded: bool = True
     num_kv_heads: int
     head_size: int
     dtype: KVDtype
     kv_quant_mode: KVQuantMode = KVQuantMode.NONE
     page_size_padded: int | None = None
     indexes_kv_by_block_stride: bool = False
+    max_tp_shards: int | None = None
+    num_head_slots: int | None = None
+    state_content_bytes: int | None = None
+    kv_head_major_slots: bool = False
+    tokens_per_state: int = 1
 
     def __post_init__(self) -> None:
         KVCacheSpec.__post_init__(self)
         check_positive("num_kv_heads", self.num_kv_heads)
         check_positive("head_size", self.head_size)
         check_optional_positive("page_size_padded", self.page_size_padded)
+        check_optional_positive("max_tp_shards", self.max_tp_shards)
 
     def _check_padding(self) -> None:
         padded = self.page_size_padded
@@ -91,7 +105,8 @@ class AttentionSpec(KVCacheSpec):
         return self.unpadded_page_size_bytes
 
     def max_num_blocks_per_req(self, settings: PlannerSettings, max_len: int) -> int:
-        return cdiv(max_len, self.block_size * settings.decode_context_parallel_size)
+        shards = settings.decode_context_parallel_size if self.dcp_sharded else 1
+        return cdiv(max_len, self.block_size * shards)
 
     def attention_fields(self) -> tuple[object, ...]:
         """The values of the fields AttentionSpec declares (merge compares these)."""
@@ -103,6 +118,13 @@ class AttentionSpec(KVCacheSpec):
             self.kv_quant_mode,
             self.page_size_padded,
             self.indexes_kv_by_block_stride,
+            self.dcp_sharded,
+            self.block_stride_alignment,
+            self.max_tp_shards,
+            self.num_head_slots,
+            self.state_content_bytes,
+            self.kv_head_major_slots,
+            self.tokens_per_state,
         )
 
 
@@ -159,13 +181,38 @@ class FullAttentionSpec(AttentionSpec):
     def max_memory_usage_bytes(self, settings: PlannerSettings) -> int:
         max_model_len = settings.max_model_len
         dcp = settings.decode_context_parallel_size
-        if dcp > 1:
+        if self.dcp_sharded and dcp > 1:
             max_model_len = cdiv(max_model_len, dcp)
         return cdiv(max_model_len, self.block_size) * self.page_size_bytes
 
     @classmethod
     def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
         return merge_full_attention(cls, specs)
+
+
+class NewAttentionFields(TypedDict):
+    """The attention fields vLLM 0.33 added (kvpure keeps them through merges)."""
+
+    dcp_sharded: bool
+    block_stride_alignment: int | None
+    max_tp_shards: int | None
+    num_head_slots: int | None
+    state_content_bytes: int | None
+    kv_head_major_slots: bool
+    tokens_per_state: int
+
+
+def new_attention_fields(spec: AttentionSpec) -> NewAttentionFields:
+    """The vLLM 0.33+ attention fields of ``spec``, as keyword arguments (merges keep them)."""
+    return {
+        "dcp_sharded": spec.dcp_sharded,
+        "block_stride_alignment": spec.block_stride_alignment,
+        "max_tp_shards": spec.max_tp_shards,
+        "num_head_slots": spec.num_head_slots,
+        "state_content_bytes": spec.state_content_bytes,
+        "kv_head_major_slots": spec.kv_head_major_slots,
+        "tokens_per_state": spec.tokens_per_state,
+    }
 
 
 def merge_full_attention(
@@ -188,7 +235,8 @@ def merge_full_attention(
     first = full[0]
     sliding_window = _single_window("sliding_window", [s.sliding_window for s in full])
     chunk = _single_window("attention_chunk_size", [s.attention_chunk_size for s in full])
-    merged = cls(
+    build = cast(Callable[..., FullAttentionSpec], cls)  # ``extra``: the subclass's fields
+    merged = build(
         block_size=first.block_size,
         num_kv_heads=first.num_kv_heads,
         head_size=first.head_size,
@@ -197,6 +245,7 @@ def merge_full_attention(
         kv_quant_mode=first.kv_quant_mode,
         page_size_padded=first.page_size_padded,
         indexes_kv_by_block_stride=first.indexes_kv_by_block_stride,
+        **new_attention_fields(first),
         sliding_window=sliding_window,
         attention_chunk_size=chunk,
         non_causal=any(s.non_causal for s in full),
@@ -256,11 +305,14 @@ class SlidingWindowSpec(AttentionSpec):
 
     sliding_window: int
     head_size_v: int | None = None
+    extra_retained_tokens: int = 0
+    """vLLM 0.33+: trailing tokens kept below the window for multi-module drafting."""
 
     def __post_init__(self) -> None:
         AttentionSpec.__post_init__(self)
         if self.head_size_v is None:
             object.__setattr__(self, "head_size_v", self.head_size)
+        check_non_negative("extra_retained_tokens", self.extra_retained_tokens)
         check_positive("sliding_window", self.sliding_window)
         check_optional_positive("head_size_v", self.head_size_v)
         self._check_padding()
@@ -281,11 +333,14 @@ class SlidingWindowSpec(AttentionSpec):
     ) -> int:
         """Blocks one request may hold: the window less one plus in-flight tokens, plus one
         because the window may start inside a block."""
-        num_tokens = min(self.sliding_window - 1 + max_in_flight_tokens, max_model_len)
+        num_tokens = min(
+            self.sliding_window - 1 + self.extra_retained_tokens + max_in_flight_tokens,
+            max_model_len,
+        )
         return cdiv(num_tokens, self.block_size) + 1
 
     def max_memory_usage_bytes(self, settings: PlannerSettings) -> int:
-        if settings.decode_context_parallel_size != 1:
+        if self.dcp_sharded and settings.decode_context_parallel_size != 1:
             raise ContextParallelUnsupportedError(
                 spec_type=type(self).__name__,
                 decode_context_parallel_size=settings.decode_context_parallel_size,

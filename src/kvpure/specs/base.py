@@ -9,7 +9,7 @@ mapping from a ``kv_cache_dtype`` string.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
@@ -180,12 +180,30 @@ class KVCacheSpec:
 
     ``block_size`` is the number of tokens in a block. Subclasses give the
     page size (bytes per block) and the most memory one request can need.
+
+    ``dcp_sharded``, ``block_stride_alignment`` and ``is_draft`` are vLLM 0.33+'s
+    fields (0.26 specs leave them at their defaults): whether DCP shards the token
+    positions, the byte alignment between physical blocks, and whether a draft model
+    owns the layer (not compared, as in vLLM).
     """
 
     block_size: int
+    dcp_sharded: bool = False
+    block_stride_alignment: int | None = None
+    is_draft: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         check_positive("block_size", self.block_size)
+        check_optional_positive("block_stride_alignment", self.block_stride_alignment)
+
+    def get_block_stride_alignment(self) -> int:
+        """Bytes the stride between physical blocks must be a multiple of (vLLM 0.33+)."""
+        return self.block_stride_alignment or 1
+
+    @property
+    def prefix_cacheable(self) -> bool:
+        """Whether this spec's group takes part in prefix caching (vLLM 0.33+)."""
+        return True
 
     @property
     def page_size_bytes(self) -> int:

@@ -16,6 +16,7 @@ from kvpure.specs.attention import (
     FullAttentionSpec,
     full_attention_last_dim,
     merge_full_attention,
+    new_attention_fields,
 )
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -124,6 +125,7 @@ class RSWASpec(FullAttentionSpec):
             kv_quant_mode=base.kv_quant_mode,
             page_size_padded=base.page_size_padded,
             indexes_kv_by_block_stride=base.indexes_kv_by_block_stride,
+            **new_attention_fields(base),
             sliding_window=base.sliding_window,
             attention_chunk_size=base.attention_chunk_size,
             non_causal=base.non_causal,

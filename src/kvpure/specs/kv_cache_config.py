@@ -23,17 +23,25 @@ class KVCacheTensor:
     ``size`` is in bytes; the layers in ``shared_by`` share it. In the packed
     layout, ``offset`` is the byte offset of these layers inside each block
     and ``block_stride`` the bytes per block (0 means not packed).
+
+    vLLM 0.33+ describes one backing allocation per worker: every tensor's ``size``
+    is the whole pool, ``shared_by`` holds the layers in L order (vLLM's
+    ``layers``), ``layer_stride`` and ``block_stride`` are the byte strides and
+    ``offset`` the byte offset of the first layer's block 0.
     """
 
     size: int
     shared_by: tuple[str, ...]
     offset: int = 0
     block_stride: int = 0
+    layer_stride: int = 0
+    host_resident: bool = False
 
     def __post_init__(self) -> None:
         check_non_negative("size", self.size)
         check_non_negative("offset", self.offset)
         check_non_negative("block_stride", self.block_stride)
+        check_non_negative("layer_stride", self.layer_stride)
 
 
 @typed_init
@@ -54,6 +62,8 @@ class KVCacheConfig:
     num_blocks: int
     kv_cache_tensors: tuple[KVCacheTensor, ...]
     kv_cache_groups: tuple[KVCacheGroupSpec, ...]
+    kv_tp_replicas: int = 1
+    """vLLM 0.33+: consecutive TP ranks holding identical KV (``kv_cache_groups_tp_replicas``)."""
 
     def __post_init__(self) -> None:
         check_non_negative("num_blocks", self.num_blocks)

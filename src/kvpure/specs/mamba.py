@@ -16,6 +16,7 @@ from kvpure.specs.base import (
     check_non_negative,
     check_optional_positive,
     check_positive,
+    round_up,
 )
 
 
@@ -45,6 +46,13 @@ class MambaSpec(KVCacheSpec):
     mamba_type: MambaAttentionBackendEnum = MambaAttentionBackendEnum.MAMBA2
     mamba_cache_mode: str = "none"
     num_speculative_blocks: int = 0
+    state_alignment: int = 1
+    """vLLM 0.34: byte alignment of each state tensor within a page."""
+    num_prefill_checkpoint_blocks: int = 0
+    prefill_checkpoint_alignment: int | None = None
+    num_heads: int = 1
+    tokens_per_state: int = -1
+    tp_replicated: bool = False
 
     def __post_init__(self) -> None:
         KVCacheSpec.__post_init__(self)
@@ -60,7 +68,18 @@ class MambaSpec(KVCacheSpec):
                 reason=f"must give one dtype per state shape ({len(self.shapes)})",
             )
         check_optional_positive("page_size_padded", self.page_size_padded)
+        padded = self.page_size_padded
         check_non_negative("num_speculative_blocks", self.num_speculative_blocks)
+        check_positive("state_alignment", self.state_alignment)
+        check_non_negative("num_prefill_checkpoint_blocks", self.num_prefill_checkpoint_blocks)
+        check_optional_positive("prefill_checkpoint_alignment", self.prefill_checkpoint_alignment)
+        check_positive("num_heads", self.num_heads)
+        if padded is not None and padded % self.state_alignment:
+            raise InvalidFieldError(
+                field="page_size_padded",
+                value=padded,
+                reason=f"must be a multiple of state_alignment ({self.state_alignment} bytes)",
+            )
         padded = self.page_size_padded
         if padded is not None and padded < self.state_size_bytes:
             raise InvalidFieldError(
@@ -73,7 +92,7 @@ class MambaSpec(KVCacheSpec):
     def state_size_bytes(self) -> int:
         """Bytes of the state tensors of one block, before padding."""
         return sum(
-            prod(shape) * dtype.itemsize
+            round_up(prod(shape) * dtype.itemsize, self.state_alignment)
             for shape, dtype in zip(self.shapes, self.dtypes, strict=True)
         )
 
@@ -89,7 +108,8 @@ class MambaSpec(KVCacheSpec):
             blocks = cdiv(settings.max_model_len, self.block_size)
             return (blocks + self.num_speculative_blocks) * self.page_size_bytes
         if mode == "align":
-            return self.page_size_bytes * (2 + self.num_speculative_blocks)
+            extra = self.num_speculative_blocks + self.num_prefill_checkpoint_blocks
+            return self.page_size_bytes * (2 + extra)
         return self.page_size_bytes * (1 + self.num_speculative_blocks)
 
     def max_num_blocks_per_req(self, settings: PlannerSettings, max_len: int) -> int:

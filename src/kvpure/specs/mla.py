@@ -15,7 +15,12 @@ from typing import ClassVar, TypeVar
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
 from kvpure.runtime_types import typed_init
-from kvpure.specs.attention import AttentionSpec, FullAttentionSpec, SlidingWindowSpec
+from kvpure.specs.attention import (
+    AttentionSpec,
+    FullAttentionSpec,
+    SlidingWindowSpec,
+    new_attention_fields,
+)
 from kvpure.specs.base import (
     KVCacheSpec,
     KVDtype,  # noqa: F401  # beartype resolves the inherited ``dtype: KVDtype`` hint here
@@ -92,6 +97,10 @@ class MLAAttentionSpec(FullAttentionSpec):
     alignment: int | None = None
     compress_ratio: int = 1
     model_version: str | None = None
+    topk_buffer_width: int | None = None
+    cache_role: str = "sparse"
+    is_index_group_leader: bool = False
+    non_causal_multi_token_decode: bool = False
 
     def __post_init__(self) -> None:
         self._init_full_fields()
@@ -123,6 +132,11 @@ class MLAAttentionSpec(FullAttentionSpec):
             "compress_ratio",
             "model_version",
             "indexes_kv_by_block_stride",
+            "topk_buffer_width",
+            "tokens_per_state",
+            "cache_role",
+            "is_index_group_leader",
+            "block_stride_alignment",
         ):
             _single(mla, name)
         first = mla[0]
@@ -134,9 +148,14 @@ class MLAAttentionSpec(FullAttentionSpec):
             kv_quant_mode=first.kv_quant_mode,
             page_size_padded=first.page_size_padded,
             indexes_kv_by_block_stride=first.indexes_kv_by_block_stride,
+            **new_attention_fields(first),
             cache_dtype_str=first.cache_dtype_str,
             compress_ratio=first.compress_ratio,
             model_version=first.model_version,
+            topk_buffer_width=first.topk_buffer_width,
+            cache_role=first.cache_role,
+            is_index_group_leader=first.is_index_group_leader,
+            non_causal_multi_token_decode=any(s.non_causal_multi_token_decode for s in mla),
         )
 
 
@@ -159,6 +178,8 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
     alignment: int | None = None
     compress_ratio: int = 1
     model_version: str | None = None
+    bounded_replay: bool = False
+    non_causal_multi_token_decode: bool = False
 
     def __post_init__(self) -> None:
         AttentionSpec.__post_init__(self)
@@ -179,6 +200,10 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
         return self.block_size // self.compress_ratio
 
     @property
+    def prefix_cacheable(self) -> bool:
+        return not self.bounded_replay
+
+    @property
     def real_page_size_bytes(self) -> int:
         if self.model_version == DEEPSEEK_V4 and self.cache_dtype_str == FP8_DS_MLA:
             return self.storage_block_size * DS_MLA_V4_BYTES_PER_TOKEN
@@ -193,6 +218,10 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
             "model_version",
             "sliding_window",
             "indexes_kv_by_block_stride",
+            "extra_retained_tokens",
+            "bounded_replay",
+            "tokens_per_state",
+            "block_stride_alignment",
         ):
             _single(swa, name)
         first = swa[0]
@@ -203,6 +232,10 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
             dtype=first.dtype,
             page_size_padded=first.page_size_padded,
             indexes_kv_by_block_stride=first.indexes_kv_by_block_stride,
+            **new_attention_fields(first),
+            extra_retained_tokens=first.extra_retained_tokens,
+            bounded_replay=first.bounded_replay,
+            non_causal_multi_token_decode=any(s.non_causal_multi_token_decode for s in swa),
             sliding_window=first.sliding_window,
             cache_dtype_str=first.cache_dtype_str,
             compress_ratio=first.compress_ratio,

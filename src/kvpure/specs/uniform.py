@@ -52,8 +52,15 @@ def get_uniform_type_base_spec(spec: KVCacheSpec) -> type[KVCacheSpec] | None:
     return None
 
 
-def is_uniform_with_collection(spec: KVCacheSpec, specs: LayerMap[KVCacheSpec]) -> bool:
-    """vLLM's ``spec.is_uniform_with_collection(specs)``: may they share one uniform group?"""
+def is_uniform_with_collection(
+    spec: KVCacheSpec, specs: LayerMap[KVCacheSpec], *, mamba_states_match: bool = False
+) -> bool:
+    """vLLM's ``spec.is_uniform_with_collection(specs)``: may they share one uniform group?
+
+    ``mamba_states_match`` is vLLM 0.33+'s ``MambaSpec.is_uniform_with_collection``: Mamba
+    layers must also agree on page size, checkpoint blocks and alignment, state
+    alignment and TP replication (0.26 compared the speculative blocks only).
+    """
     values = specs.ordered_values()
     if isinstance(spec, ChunkedLocalAttentionSpec):
         chunk = spec.attention_chunk_size
@@ -71,8 +78,18 @@ def is_uniform_with_collection(spec: KVCacheSpec, specs: LayerMap[KVCacheSpec]) 
         return all(isinstance(s, SlidingWindowSpec) and s.sliding_window == window for s in values)
     if isinstance(spec, MambaSpec):
         spec_blocks = spec.num_speculative_blocks
-        return all(
+        if not all(
             isinstance(s, MambaSpec) and s.num_speculative_blocks == spec_blocks for s in values
+        ):
+            return False
+        return not mamba_states_match or all(
+            isinstance(s, MambaSpec)
+            and s.num_prefill_checkpoint_blocks == spec.num_prefill_checkpoint_blocks
+            and s.prefill_checkpoint_alignment == spec.prefill_checkpoint_alignment
+            and s.page_size_bytes == spec.page_size_bytes
+            and s.state_alignment == spec.state_alignment
+            and s.tp_replicated == spec.tp_replicated
+            for s in values
         )
     base = get_uniform_type_base_spec(spec)
     if base is None:
@@ -104,6 +121,7 @@ class UniformTypeKVCacheSpecs(KVCacheSpec):
             )
         total = sum(s.page_size_bytes for s in self.kv_cache_specs.ordered_values())
         object.__setattr__(self, "_page_size_bytes", total)
+        object.__setattr__(self, "dcp_sharded", self.kv_cache_specs.ordered_values()[0].dcp_sharded)
 
     @property
     def page_size_bytes(self) -> int:
@@ -112,18 +130,30 @@ class UniformTypeKVCacheSpecs(KVCacheSpec):
     def max_memory_usage_bytes(self, settings: PlannerSettings) -> int:
         return self.max_memory_usage_pages(settings) * self.page_size_bytes
 
+    @property
+    def prefix_cacheable(self) -> bool:
+        return all(s.prefix_cacheable for s in self.kv_cache_specs.ordered_values())
+
     @classmethod
-    def is_uniform_type(cls, kv_cache_specs: LayerMap[KVCacheSpec]) -> bool:
-        """Whether all layers share the block size and the registered spec type."""
+    def is_uniform_type(
+        cls, kv_cache_specs: LayerMap[KVCacheSpec], *, mamba_states_match: bool = False
+    ) -> bool:
+        """Whether all layers share the block size, DCP sharding and the registered type."""
         values = kv_cache_specs.ordered_values()
         if len({s.block_size for s in values}) > 1:
             return False
-        return is_uniform_with_collection(values[0], kv_cache_specs)
+        if len({s.dcp_sharded for s in values}) > 1:
+            return False
+        return is_uniform_with_collection(
+            values[0], kv_cache_specs, mamba_states_match=mamba_states_match
+        )
 
     @classmethod
-    def from_specs(cls, kv_cache_specs: LayerMap[KVCacheSpec]) -> UniformTypeKVCacheSpecs | None:
+    def from_specs(
+        cls, kv_cache_specs: LayerMap[KVCacheSpec], *, mamba_states_match: bool = False
+    ) -> UniformTypeKVCacheSpecs | None:
         """The uniform-type spec of these layers, or None if they are not of one type."""
-        if not cls.is_uniform_type(kv_cache_specs):
+        if not cls.is_uniform_type(kv_cache_specs, mamba_states_match=mamba_states_match):
             return None
         block_size = kv_cache_specs.ordered_values()[0].block_size
         return cls(block_size=block_size, kv_cache_specs=kv_cache_specs)
