@@ -224,7 +224,9 @@ def _draft_flags(plan: Mapping[str, Any]) -> DraftFlags:
 
 def _plan_input(plan: Mapping[str, Any], vllm_version: str) -> PlanningInput:
     """The planning input, its settings answering for ``vllm_version``."""
-    parsed = parse_planning_input(plan, "plan_input")
+    parsed = parse_planning_input(plan, "plan_input", vllm_version=vllm_version)
+    if parsed.settings.vllm_version == vllm_version:
+        return parsed
     return replace(parsed, settings=replace(parsed.settings, vllm_version=vllm_version))
 
 
@@ -403,7 +405,9 @@ def render_kv_cache_config(result: ReplayResult) -> JSON:
         "kv_cache_groups": [
             {
                 "layer_names": list(group.layer_names),
-                "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec),
+                "kv_cache_spec": render_kv_cache_spec(
+                    group.kv_cache_spec, vllm_version=rules.vllm_version
+                ),
                 "manager": manager,
             }
             for group, manager in zip(
