@@ -92,7 +92,8 @@ def test_the_command_refuses_a_huge_pool_with_one_line(
 def test_a_record_copies_the_queue_head_and_counts_the_rest() -> None:
     golden = _golden()
     result = render_result(replay(parse_trace(golden["trace"]), free_queue_limit=3))
-    pairs = [(r["pool"], w["pool"]) for r, w in zip(result["records"], golden["records"], strict=True)]
+    records = zip(result["records"], golden["records"], strict=True)
+    pairs = [(r["pool"], w["pool"]) for r, w in records]
     pairs.append((result["final_state"]["pool"], golden["final_state"]["pool"]))
     assert any(len(want["free_queue"]) > 3 for _, want in pairs)
     for got, want in pairs:
