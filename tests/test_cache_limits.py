@@ -122,3 +122,11 @@ def test_a_large_pool_records_4096_ids_each() -> None:
         assert pool["free_queue_omitted"] == pool["num_free_blocks"] - FREE_QUEUE_RECORD_LIMIT
     # the head is the next to evict: the never-used blocks after the ones the ops took
     assert pools[0]["free_queue"][0] > 0
+
+
+@pytest.mark.parametrize("bad", [-1, True])
+def test_the_free_queue_limit_must_be_a_count(bad: Any) -> None:
+    from kvpure.errors import InvalidFieldError
+
+    with pytest.raises(InvalidFieldError, match="free_queue_limit"):
+        replay(parse_trace(_golden()["trace"]), free_queue_limit=bad)

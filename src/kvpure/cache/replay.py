@@ -41,6 +41,7 @@ from kvpure.cache.trace import (
     StepsOutcome,
     allocated_step,
 )
+from kvpure.errors import InvalidFieldError
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, HashRequest, HashScheme
 
@@ -79,6 +80,16 @@ class CacheReplay:
         *,
         free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT,
     ) -> None:
+        if (
+            isinstance(free_queue_limit, bool)
+            or not isinstance(free_queue_limit, int)
+            or free_queue_limit < 0
+        ):
+            raise InvalidFieldError(
+                field="free_queue_limit",
+                value=free_queue_limit,
+                reason="must be a non-negative integer (free-queue ids copied per record)",
+            )
         self.config = config
         self.rules = config.rules
         self.free_queue_limit = free_queue_limit
