@@ -1,12 +1,13 @@
 """Random traces against the real vLLM 0.34.0 KVCacheManager and scheduler rules.
 
-``tests/data/vllm-0.34.0-oracle/cache_replay_random.json.gz`` holds 691 traces
+``tests/data/vllm-0.34.0-oracle/cache_replay_random.json.gz`` holds 811 traces
 (``tools/vllm_oracle/gen_cache_traces.py``: full attention, sliding window, chunked
 local, R-SWA, Mamba "align" and not, hybrids; plus EAGLE/EAGLE3/MTP with lookahead
 hashes (L = 1), with ``disable_lookahead_block_hashes`` (the trailing-block drop), with
 ``disable_eagle_block_drop``, DFlash, and Mamba/full-attention models given an EAGLE
-config) and what vLLM 0.34.0's own manager, hasher and ``_mamba_block_aligned_split``
-did on each (``tools/vllm_oracle/cache_replay_vllm034.py``), or the error it raised.
+config, and multimodal items with lookahead hashes) and what vLLM 0.34.0's own
+manager, hasher and ``_mamba_block_aligned_split`` did on each
+(``tools/vllm_oracle/cache_replay_vllm034.py``), or the error it raised.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def test_the_cases_cover_lookahead_the_block_drop_and_mamba_align() -> None:
     assert any("mamba" in n and "eaglized" in n for n in names)
     assert any(n.startswith("full_mamba_") for n in names)
     assert any(n.endswith("_dflash") for n in names)
+    with_mm = [c for c in ok if c["trace"]["name"].endswith("_mm") and _lookahead(c) == 1]
+    assert len(with_mm) >= 30  # multimodal items inside the lookahead window
 
 
 @pytest.mark.parametrize("start", range(0, len(CASES), CHUNK))
