@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import cast
 
 from kvpure.cache.errors import CacheStateError
+from kvpure.cache.event_keys import event_extra_keys, lookahead_token_ids
 from kvpure.cache.events import (
     MEDIUM_GPU,
     AllBlocksCleared,
@@ -39,12 +40,10 @@ from kvpure.hashing import (
     BlockHashWithGroupId,
     ExternalBlockHash,
     VllmHashProfile,
-    generate_block_hash_extra_keys,
     make_block_hash_with_group_id,
     resolve_block_hashes,
     to_event_extra_keys,
 )
-from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
 from kvpure.hashing.types import (
     GROUP_ID_NUM_BYTES,
     block_hash_converter,
@@ -189,64 +188,6 @@ class BlockPool:
     def _external(self, block_hash: bytes) -> ExternalBlockHash:
         return self._to_external(block_hash)
 
-    def _extra_keys(
-        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
-    ) -> list[ExtraKeys]:
-        if self.num_hash_lookahead_tokens:
-            return self._lookahead_extra_keys(request, block_indices, block_size)
-        keys: list[ExtraKeys] = []
-        mm_idx = 0
-        hash_request = request.hash_request
-        # from the steady start on, vLLM's scan finds no multimodal item and no salt: every
-        # block has the steady keys, and the scan's index does not move
-        steady_start = steady_extra_keys_start(hash_request, block_size)
-        steady = None if steady_start is None else steady_extra_keys(self.profile, hash_request)
-        for i in block_indices:
-            start = i * block_size
-            if steady_start is not None and start >= steady_start:
-                keys.append(steady)
-                continue
-            extra, mm_idx = generate_block_hash_extra_keys(
-                self.profile, hash_request, start, start + block_size, mm_idx
-            )
-            keys.append(extra)
-        return keys
-
-    def _lookahead_extra_keys(
-        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
-    ) -> list[ExtraKeys]:
-        """Each block's keys over ``[s, e + L)``; the multimodal index rewound after each
-        block to the first item ending past ``e`` (vLLM 0.33+'s
-        ``generate_lookahead_block_hash_extra_keys``)."""
-        lookahead = self.num_hash_lookahead_tokens
-        hash_request = request.hash_request
-        features = hash_request.mm_features
-        keys: list[ExtraKeys] = []
-        mm_idx = 0
-        for i in block_indices:
-            start = i * block_size
-            end = start + block_size
-            extra, mm_idx = generate_block_hash_extra_keys(
-                self.profile, hash_request, start, end + lookahead, mm_idx
-            )
-            while mm_idx > 0 and features[mm_idx - 1].end > end:
-                mm_idx -= 1
-            keys.append(extra)
-        return keys
-
-    def _lookahead_token_ids(
-        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
-    ) -> tuple[tuple[int, ...], ...] | None:
-        """The L tokens after each block (None without lookahead hashes)."""
-        lookahead = self.num_hash_lookahead_tokens
-        if not lookahead:
-            return None
-        tokens = request.all_token_ids
-        return tuple(
-            tuple(tokens[(i + 1) * block_size : (i + 1) * block_size + lookahead])
-            for i in block_indices
-        )
-
     def _stored_event(
         self,
         request: CacheRequest,
@@ -339,6 +280,7 @@ class BlockPool:
         parent = (
             None if num_cached_blocks == 0 else self._external(block_hashes[num_cached_blocks - 1])
         )
+        lookahead = self.num_hash_lookahead_tokens
         self.kv_event_queue.append(
             self._stored_event(
                 request,
@@ -348,8 +290,12 @@ class BlockPool:
                 end_token_idx=num_full_blocks * block_size,
                 block_size=block_size,
                 group_id=kv_cache_group_id,
-                extra_keys=self._extra_keys(request, stored_indices, block_size),
-                lookahead_token_ids=self._lookahead_token_ids(request, stored_indices, block_size),
+                extra_keys=event_extra_keys(
+                    self.profile, request, stored_indices, block_size, lookahead
+                ),
+                lookahead_token_ids=lookahead_token_ids(
+                    request, stored_indices, block_size, lookahead
+                ),
             )
         )
 
@@ -360,6 +306,7 @@ class BlockPool:
         if not self.enable_kv_cache_events or num_cached_blocks == 0:
             return
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        lookahead = self.num_hash_lookahead_tokens
         self.kv_event_queue.append(
             self._stored_event(
                 request,
@@ -369,9 +316,11 @@ class BlockPool:
                 end_token_idx=num_cached_blocks * block_size,
                 block_size=block_size,
                 group_id=group_id,
-                extra_keys=self._extra_keys(request, range(num_cached_blocks), block_size),
-                lookahead_token_ids=self._lookahead_token_ids(
-                    request, range(num_cached_blocks), block_size
+                extra_keys=event_extra_keys(
+                    self.profile, request, range(num_cached_blocks), block_size, lookahead
+                ),
+                lookahead_token_ids=lookahead_token_ids(
+                    request, range(num_cached_blocks), block_size, lookahead
                 ),
             )
         )
