@@ -277,3 +277,24 @@ def test_the_text_report_names_the_release(
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("vLLM 0.34: 4 block hashes")
     assert "lookahead 1" in first
+
+
+def test_the_files_vllm_version_applies_unless_flagged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _request_file(tmp_path, vllm_version="0.26.0")
+    base = ["hash", str(path), "--seed", "0", "--json"]
+    assert _run_json(capsys, base)["vllm_version"] == "0.26"
+    assert _run_json(capsys, [*base, "--vllm", "0.34"])["vllm_version"] == "0.34"
+    assert _run_json(capsys, [*base, "--profile", "vllm-0.33"])["vllm_version"] == "0.33"
+    bad = _request_file(tmp_path, vllm_version="0.99")
+    assert main(["hash", str(bad), "--seed", "0"]) == 2
+    assert "vllm_version: unknown vLLM version '0.99'" in capsys.readouterr().err
+
+
+def test_help_lists_vllm_and_lookahead(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["hash", "--help"])
+    out = capsys.readouterr().out
+    assert "--vllm VERSION" in out
+    assert "--lookahead L" in out

@@ -369,3 +369,21 @@ def test_lookahead_prompt_equals_step_by_step_and_vllms_loop(
         assert list(by_step.all_token_ids) == all_tokens
         results[extension] = list(by_step.block_hashes)
     assert results[True] == results[False]
+
+
+@pytest.mark.parametrize("extension", [True, False], ids=["C", "python"])
+def test_one_scan_tells_whether_a_prompt_fits_int32(extension: bool) -> None:
+    import pickle
+
+    accelerator.set_enabled(extension)
+    assert HashRequest(prompt_token_ids=(0, 2**31 - 1)).prompt_fits_int32
+    large = HashRequest(prompt_token_ids=(2**40, 5, 6, 7))
+    assert not large.prompt_fits_int32
+    assert pickle.loads(pickle.dumps(large)).prompt_fits_int32 is False
+    with pytest.raises(InvalidFieldError) as caught:
+        HashRequest(prompt_token_ids=(2**40, 5, -6))
+    assert caught.value.field == "prompt_token_ids[2]"
+    with pytest.raises(InvalidFieldError) as caught:
+        hash_prompt(_scheme(VLLM_0_34), large)
+    assert caught.value.field == "prompt_token_ids[0]"
+    assert len(hash_prompt(_scheme(VLLM_0_33), large)) == 1

@@ -7,7 +7,8 @@ sha256_cbor is the fixed seed ``"vllm-none-hash"``; where that rule is a random
 NONE_HASH (every algorithm of ``vllm-0.26``, xxhash* of 0.33/0.34) the command
 stops with exit code 2 unless ``--random-none-hash`` asks for one.
 
-``--vllm`` picks the release (default 0.34; ``--profile vllm-X.Y`` is its alias).
+``--vllm`` picks the release (else the file's ``"vllm_version"``, else 0.34;
+``--profile vllm-X.Y`` is its alias).
 ``--lookahead L`` (or the file's ``num_hash_lookahead_tokens``; the flag wins)
 hashes each block with the L tokens after it, as a 0.33/0.34 server running
 EAGLE, EAGLE3 or MTP with prefix caching does (L = 1); 0.26 has no lookahead.
@@ -100,8 +101,9 @@ def register(sub: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _version(args: argparse.Namespace) -> str:
-    """``--vllm`` or its alias ``--profile`` (both only if they agree), else the default."""
+def _version(args: argparse.Namespace, file_value: str | None) -> str:
+    """``--vllm`` or its alias ``--profile`` (both only if they agree), else the file's
+    ``vllm_version``, else the default."""
     flag: str | None = args.vllm
     if args.profile is not None:
         aliased = args.profile.removeprefix("vllm-")
@@ -112,11 +114,12 @@ def _version(args: argparse.Namespace) -> str:
                 reason=f"names another release than --vllm {flag}; give one of them",
             )
         flag = aliased
-    return resolve_vllm_version(flag)
+    return resolve_vllm_version(flag, file_value)
 
 
 def run(args: argparse.Namespace) -> int:
-    version = _version(args)
+    if args.vllm is not None:  # a bad --vllm is named before the file is read
+        normalize_vllm_version(args.vllm, field="--vllm")
     if args.lookahead is not None and args.lookahead < 0:
         raise InvalidFieldError(
             field="--lookahead", value=args.lookahead, reason="must be 0 or more tokens"
@@ -128,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         block_size=args.block_size,
         default_block_size=DEFAULT_BLOCK_SIZE,
     )
+    version = _version(args, case.vllm_version)
     lookahead = args.lookahead
     if lookahead is None:
         lookahead = case.num_hash_lookahead_tokens or 0

@@ -37,9 +37,11 @@ from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
     generate_block_hash_extra_keys,
+    lookahead_base_keys,
     lookahead_extra_keys_for_blocks,
     resume_mm_index,
     to_event_extra_keys,
+    with_lookahead_tokens,
 )
 from kvpure.hashing.fast_prompt import fast_hash_token_blocks
 from kvpure.hashing.frontend import (
@@ -78,6 +80,8 @@ from kvpure.hashing.types import (
 )
 
 __all__ = [
+    "lookahead_base_keys",
+    "with_lookahead_tokens",
     "lookahead_extra_keys_for_blocks",
     "hash_profile_for_version",
     "truncate_block_hashes",

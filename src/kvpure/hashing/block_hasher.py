@@ -129,7 +129,12 @@ def extend_block_hashes(
     block_size = scheme.block_size
     lookahead = scheme.num_hash_lookahead_tokens
     start = len(block_hashes) * block_size
-    if scheme.profile.int32_token_ids and len(all_token_ids) > start:
+    if (
+        scheme.profile.int32_token_ids
+        and len(all_token_ids) > start
+        # a request's own prompt was scanned when the request was built
+        and not (all_token_ids is request.prompt_token_ids and request.prompt_fits_int32)
+    ):
         unhashed = all_token_ids[start:]
         if type(unhashed) is not tuple and type(unhashed) is not list:
             unhashed = list(unhashed)

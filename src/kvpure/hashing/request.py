@@ -13,7 +13,7 @@ hashes the request's own objects; see :mod:`kvpure.hashing.algorithms`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvpure.errors import InvalidFieldError
 from kvpure.hashing.token_checks import check_token_ids
@@ -103,10 +103,15 @@ class HashRequest:
     cache_salt: str | None = None
     mm_features: tuple[MultiModalFeature, ...] = ()
     prompt_embeds: PromptEmbeds | None = None
+    prompt_fits_int32: bool = field(init=False, repr=False, compare=False, hash=False)
+    """Whether every prompt token id is at most ``2**31 - 1`` (worked out by the same scan
+    that checks the ids, so that hashing under ``VLLM_0_34`` need not scan the prompt again)."""
 
     def __post_init__(self) -> None:
+        fits = True
         if self.prompt_token_ids is not None:
-            check_token_ids(None, self.prompt_token_ids, field="prompt_token_ids")
+            fits = check_token_ids(None, self.prompt_token_ids, field="prompt_token_ids")
+        object.__setattr__(self, "prompt_fits_int32", fits)
         if self.prompt_token_ids is None and self.prompt_embeds is None:
             raise InvalidFieldError(
                 field="prompt_token_ids",

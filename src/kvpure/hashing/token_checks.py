@@ -40,11 +40,22 @@ def check_token_ids(
     *,
     field: str,
     offset: int = 0,
-) -> None:
+) -> bool:
     """Refuse the first id of ``token_ids`` that is not an int in ``[0, 2**31 - 1]`` (int32
     profiles) or ``[0, inf)`` (others, and ``profile`` None), naming it as
-    ``field[offset + index]``."""
-    high = INT32_MAX if profile is not None and profile.int32_token_ids else None
-    index = first_bad_token(token_ids, 0, high)
-    if index >= 0:
-        raise token_id_error(f"{field}[{offset + index}]", token_ids[index], profile)
+    ``field[offset + index]``. Returns whether every id fits in int32 (one scan, in C
+    where built)."""
+    int32 = profile is not None and profile.int32_token_ids
+    index = first_bad_token(token_ids, 0, INT32_MAX)
+    if index < 0:
+        return True
+    token = token_ids[index]
+    if int32 or not isinstance(token, int) or type(token) is bool or token < 0:
+        raise token_id_error(f"{field}[{offset + index}]", token, profile)
+    # a large id, allowed here: the rest must still be ints of 0 or more
+    rest = first_bad_token(token_ids[index + 1 :], 0, None)
+    if rest >= 0:
+        raise token_id_error(
+            f"{field}[{offset + index + 1 + rest}]", token_ids[index + 1 + rest], profile
+        )
+    return False

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from kvpure.errors import InvalidFieldError
 from kvpure.hashing.request import HashRequest, MultiModalFeature, PromptEmbeds
+from kvpure.versions import normalize_vllm_version
 
 DTYPE_ITEM_SIZES: Mapping[str, int] = {
     "float64": 8,
@@ -75,6 +76,8 @@ class HashRequestCase:
     appended_output_tokens: tuple[tuple[int, ...], ...] = ()
     num_hash_lookahead_tokens: int | None = None
     """The file's ``num_hash_lookahead_tokens`` (vLLM's L), None where it has none."""
+    vllm_version: str | None = None
+    """The file's ``vllm_version`` (``"0.34"``, ``"0.34.0"``...), None where it has none."""
 
 
 def _int(value: object, field: str, *, minimum: int | None = None) -> int:
@@ -250,6 +253,7 @@ CASE_KEYS: tuple[str, ...] = (
     *REQUEST_KEYS,
     "appended_output_tokens",
     "num_hash_lookahead_tokens",
+    "vllm_version",
 )
 """The keys of a request file: the request, its block size and appended output."""
 
@@ -331,7 +335,12 @@ def hash_case_from_json(
         block_size=size,
         appended_output_tokens=_appended(data.get("appended_output_tokens")),
         num_hash_lookahead_tokens=_optional_lookahead(data.get("num_hash_lookahead_tokens")),
+        vllm_version=_optional_version(data.get("vllm_version")),
     )
+
+
+def _optional_version(value: object) -> str | None:
+    return None if value is None else normalize_vllm_version(value, field="vllm_version")
 
 
 def _optional_lookahead(value: object) -> int | None:
