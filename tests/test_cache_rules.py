@@ -421,3 +421,26 @@ def test_a_partial_tail_block_is_refused_from_033() -> None:
     _check_partial_tail(OLD, config, 4)
     _check_partial_tail(NEW, config, 8)
     assert isinstance(NEW, CacheRules)
+
+
+@pytest.mark.parametrize("version", ["0.26", "0.33", "0.34"])
+def test_the_settings_release_selects_the_rules(version: str) -> None:
+    """What the ``kvpure cache`` analyzer relies on: a planning input whose
+    ``PlannerSettings.vllm_version`` names the release gives that release's rules, hash
+    profile included; nothing else is passed."""
+    from kvpure.cache.replay import CacheReplay
+    from kvpure.cache.setup import replay_config_from_plan_input
+    from kvpure.cache.trace import ReplaySettings
+    from kvpure.cache.trace_json import parse_trace
+
+    trace = parse_trace(json.loads(EVICTION.read_text(encoding="utf-8")), vllm_version="0.26")
+    settings = dataclasses.replace(trace.plan_input.settings, vllm_version=version)
+    parsed = dataclasses.replace(trace.plan_input, settings=settings)
+    config = replay_config_from_plan_input(parsed)
+    assert config.rules is get_cache_rules(version)
+    engine = CacheReplay(config, ReplaySettings())
+    assert engine.manager.rules is config.rules
+    assert engine.manager.coordinator.rules is config.rules
+    assert engine.manager.block_pool.profile is config.rules.hash_profile
+    assert engine.scheme is not None
+    assert engine.scheme.profile is config.rules.hash_profile
