@@ -444,3 +444,13 @@ def test_the_settings_release_selects_the_rules(version: str) -> None:
     assert engine.manager.block_pool.profile is config.rules.hash_profile
     assert engine.scheme is not None
     assert engine.scheme.profile is config.rules.hash_profile
+
+
+def test_the_manager_refuses_anything_but_a_rules_record() -> None:
+    """A typed error naming ``rules`` (under the test run's runtime type checks, theirs)."""
+    from beartype.roar import BeartypeCallHintParamViolation
+
+    from kvpure.errors import InvalidFieldError
+
+    with pytest.raises((InvalidFieldError, BeartypeCallHintParamViolation), match="rules"):
+        _manager("0.34")

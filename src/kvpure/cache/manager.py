@@ -21,6 +21,7 @@ from kvpure.cache.events import BlockStored, KVCacheEvent
 from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.rules import CacheRules
 from kvpure.cache.single_type import HitBlocks
+from kvpure.errors import InvalidFieldError
 from kvpure.free_queue import KVCacheBlock
 from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 from kvpure.specs.kv_cache_config import KVCacheConfig
@@ -80,6 +81,12 @@ class KVCacheManager:
         if watermark < 0:
             raise CacheStateError(
                 operation="KVCacheManager", reason=f"watermark must be >= 0 (got {watermark})"
+            )
+        if not isinstance(rules, CacheRules):
+            raise InvalidFieldError(
+                field="rules",
+                value=rules,
+                reason="must be a CacheRules record (kvpure.cache.get_cache_rules(version))",
             )
         self.rules = rules
         self.max_model_len = max_model_len
