@@ -454,3 +454,27 @@ def test_the_manager_refuses_anything_but_a_rules_record() -> None:
 
     with pytest.raises((InvalidFieldError, BeartypeCallHintParamViolation), match="rules"):
         _manager("0.34")
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_034_refuses_a_token_id_outside_int32_naming_the_op(caching: bool) -> None:
+    """0.34's ``Request`` keeps token ids in a signed-int32 ``TokenBuffer`` (an id past
+    2**31 - 1 is an ``OverflowError`` whether or not prefix caching hashes it); 0.33 holds
+    any id."""
+    from kvpure.cache.errors import TraceFieldError
+
+    trace: dict[str, Any] = json.loads(EVICTION.read_text(encoding="utf-8"))["trace"]
+    trace["plan_input"]["vllm_config"]["cache_config"]["enable_prefix_caching"] = caching
+    trace["ops"] = [
+        {"op": "arrive", "request_id": "a", "prompt_token_ids": [1, 2, 2**31, 4, 5]},
+    ]
+    with pytest.raises(TraceFieldError, match=r"ops\[0\]\.prompt_token_ids\[2\]"):
+        replay_trace(trace, vllm_version="0.34")
+    assert replay_trace(trace, vllm_version="0.33")["records"]
+    trace["ops"] = [
+        {"op": "arrive", "request_id": "a", "prompt_token_ids": [1, 2, 3, 4, 5]},
+        {"op": "decode", "request_id": "a", "token_ids": [7, 2**31 - 1, 2**31]},
+    ]
+    with pytest.raises(TraceFieldError, match=r"ops\[1\]\.token_ids\[2\]"):
+        replay_trace(trace, vllm_version="0.34")
+    assert replay_trace(trace, vllm_version="0.33")["records"]

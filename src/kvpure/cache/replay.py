@@ -47,6 +47,8 @@ from kvpure.hashing import BlockHash, HashRequest, HashScheme
 
 __all__ = ["FREE_QUEUE_RECORD_LIMIT", "CacheReplay", "ReplayResult", "replay"]
 
+INT32_MAX = 2**31 - 1
+
 FREE_QUEUE_RECORD_LIMIT = 4096
 """The most free-queue ids a record (and the final state) copies: a longer queue is
 recorded by its head (the next blocks to evict), the rest counted, so a record's size
@@ -281,6 +283,7 @@ class CacheReplay:
                 reason=f"a prompt must be shorter than max_model_len "
                 f"({self.config.max_model_len} tokens)",
             )
+        self._check_int32(op.prompt_token_ids, f"{where}.prompt_token_ids")
         hash_request = HashRequest(
             prompt_token_ids=op.prompt_token_ids,
             lora_name=op.lora_name,
@@ -288,22 +291,42 @@ class CacheReplay:
             cache_salt=op.cache_salt,
             mm_features=op.mm_features,
         )
-        request = CacheRequest(
-            request_id=op.request_id,
-            hash_request=hash_request,
-            scheme=self.scheme,
-            lora_int_id=op.lora_int_id if op.lora_name is not None else None,
-            kv_cache_report_mode=op.kv_cache_report_mode,
-            skip_reading_prefix_cache=op.skip_reading_prefix_cache,
-        )
+        try:
+            request = CacheRequest(
+                request_id=op.request_id,
+                hash_request=hash_request,
+                scheme=self.scheme,
+                lora_int_id=op.lora_int_id if op.lora_name is not None else None,
+                kv_cache_report_mode=op.kv_cache_report_mode,
+                skip_reading_prefix_cache=op.skip_reading_prefix_cache,
+            )
+        except InvalidFieldError as err:  # a token id the release cannot hold (0.34: int32)
+            raise TraceFieldError(
+                field=f"{where}.{err.field}", value=err.value, reason=err.reason
+            ) from None
         self.seen.add(op.request_id)
         self.requests[op.request_id] = request
         return self.admit(request), request
+
+    def _check_int32(self, token_ids: Sequence[int], field: str) -> None:
+        """0.34 holds token ids as int32 whether or not it hashes them (``TokenBuffer``);
+        with caching on the hasher refuses them, without it this does."""
+        if self.scheme is not None or not self.rules.hash_profile.int32_token_ids:
+            return
+        if token_ids and max(token_ids) > INT32_MAX:
+            index = next(i for i, t in enumerate(token_ids) if t > INT32_MAX)
+            raise TraceFieldError(
+                field=f"{field}[{index}]",
+                value=token_ids[index],
+                reason=f"vLLM {self.rules.vllm_version} holds token ids as signed int32 "
+                f"(at most {INT32_MAX})",
+            )
 
     def _decode(self, op: DecodeOp, where: str) -> tuple[Outcome, CacheRequest]:
         request = self._live(op.request_id, f"{where}.request_id")
         if request.status is RequestStatus.WAITING:
             return DecodeOutcome(skipped="waiting"), request
+        self._check_int32(op.token_ids, f"{where}.token_ids")
         steps = self.run_pending(request)
         appended = 0
         if not steps or steps[-1].allocated is True:
@@ -315,7 +338,12 @@ class CacheReplay:
                         reason=f"decoding must keep num_tokens below max_model_len "
                         f"({self.config.max_model_len})",
                     )
-                request.append_output_token_ids(token)
+                try:
+                    request.append_output_token_ids(token)
+                except InvalidFieldError as err:  # 0.34: an id outside int32
+                    raise TraceFieldError(
+                        field=f"{where}.token_ids[{appended}]", value=err.value, reason=err.reason
+                    ) from None
                 appended += 1
                 step = self.run_step(request)
                 steps.append(step)
