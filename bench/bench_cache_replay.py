@@ -122,6 +122,7 @@ def workload(
     }
     return {
         "format": "kvpure-cache-replay/1",
+        "vllm_version": "0.26",  # the baseline is vLLM 0.26.0's manager
         "name": "bench",
         "plan_input": {
             "vllm_config": vllm_config,

@@ -178,6 +178,8 @@ def test_command_without_json_prints_one_line_per_op(capsys: pytest.CaptureFixtu
     args = parser.parse_args(["cache-replay", str(EVICTION)])
     assert args.run(args) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("vLLM 0.34: ")  # the release first (the default)
+    del lines[0]
     assert lines[0].startswith("UnitaryKVCacheCoordinator: 9 blocks")
     assert len(lines) == 1 + 15
 

@@ -84,7 +84,7 @@ def test_all_six_goldens_are_present() -> None:
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=lambda p: p.stem)
 def test_replay_reproduces_golden(path: Path) -> None:
     golden = _load(path)
-    _check(replay_trace(golden["trace"]), golden)
+    _check(replay_trace(golden["trace"], vllm_version="0.26"), golden)
 
 
 @pytest.mark.parametrize("path", GOLDEN_FILES, ids=lambda p: p.stem)
@@ -93,7 +93,7 @@ def test_command_reproduces_golden_from_whole_file(
 ) -> None:
     parser = argparse.ArgumentParser(prog="kvpure")
     cache_replay_command.register(parser.add_subparsers())
-    args = parser.parse_args(["cache-replay", str(path), "--json"])
+    args = parser.parse_args(["cache-replay", str(path), "--json", "--vllm", "0.26"])
     assert args.run(args) == 0
     _check(json.loads(capsys.readouterr().out), _load(path))
 
@@ -107,7 +107,7 @@ def test_result_does_not_depend_on_the_interpreters_hash_seed(tmp_path: Path) ->
     path = CACHE_REPLAY_DIR / "partial_last_block.json"
     code = (
         "import json,sys; from kvpure.cache import replay_trace; "
-        "print(json.dumps(replay_trace(json.load(open(sys.argv[1])))))"
+        "print(json.dumps(replay_trace(json.load(open(sys.argv[1])), vllm_version='0.26')))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(

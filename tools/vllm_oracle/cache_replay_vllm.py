@@ -28,7 +28,7 @@ from kvpure.interop.planning import render_kv_cache_spec  # noqa: E402
 def run_one(trace_obj, records_wanted=True):
     """vLLM's records and final state; with ``records_wanted=False`` the same calls (events
     and stats still taken after every op) without building records (the speed baseline)."""
-    trace = parse_trace(trace_obj)
+    trace = parse_trace(trace_obj, vllm_version="0.26")  # this oracle runs vLLM 0.26.0
     rs = trace.replay
     os.environ["PYTHONHASHSEED"] = rs.pythonhashseed
     os.environ["VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"] = "1" if rs.use_int_block_hashes else "0"

@@ -1,10 +1,12 @@
-"""The shell's second room: vLLM 0.26's prefix cache (block pool + KV cache manager steps).
+"""The shell's second room: vLLM's prefix cache (block pool + KV cache manager steps).
 
 Mutable inside, fed and read through frozen values: a trace
 (:class:`CacheTrace`, from JSON by :func:`parse_trace`) goes in,
 :func:`replay` runs it through :class:`KVCacheManager` exactly as vLLM's
 scheduler would, and records with vLLM's events come out
-(:func:`render_result` writes the goldens' JSON shape).
+(:func:`render_result` writes the goldens' JSON shape). The release (0.26,
+0.33, 0.34) is ``PlannerSettings.vllm_version``; its rules are one
+:class:`CacheRules` value (:mod:`kvpure.cache.rules`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from kvpure.cache.events import AllBlocksCleared, BlockRemoved, BlockStored, KVC
 from kvpure.cache.manager import KVCacheManager, PrefixCacheStats
 from kvpure.cache.replay import CacheReplay, ReplayResult, replay
 from kvpure.cache.request import CacheRequest, RequestStatus
+from kvpure.cache.rules import CACHE_RULES, CacheRules, get_cache_rules
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.trace import CacheTrace, OpRecord, ReplaySettings
 from kvpure.cache.trace_json import TRACE_FORMAT, parse_trace, render_result
 
 __all__ = [
+    "CACHE_RULES",
     "TRACE_FORMAT",
     "AllBlocksCleared",
     "BlockPool",
@@ -33,6 +37,7 @@ __all__ = [
     "BlockStored",
     "CacheReplay",
     "CacheRequest",
+    "CacheRules",
     "CacheStateError",
     "CacheTrace",
     "KVCacheCoordinator",
@@ -47,6 +52,7 @@ __all__ = [
     "TraceFieldError",
     "UnknownRequestError",
     "UnsupportedTraceError",
+    "get_cache_rules",
     "parse_trace",
     "render_result",
     "replay",
@@ -55,6 +61,7 @@ __all__ = [
 ]
 
 
-def replay_trace(data: object) -> dict[str, object]:
-    """Replay a trace given as parsed JSON; the goldens' ``{"kv_cache_config", ...}`` object."""
-    return render_result(replay(parse_trace(data)))
+def replay_trace(data: object, *, vllm_version: str | None = None) -> dict[str, object]:
+    """Replay a trace given as parsed JSON; the goldens' ``{"vllm_version", "kv_cache_config",
+    ...}`` object. ``vllm_version`` wins over the trace's own key (default 0.34)."""
+    return render_result(replay(parse_trace(data, vllm_version=vllm_version)))

@@ -8,16 +8,22 @@ not de-duplicate, so block tables stay append-only): a lookup returns the
 earliest-cached block still holding it.
 
 Events (when enabled) queue up in order and are handed over by
-:meth:`BlockPool.take_events`.
+:meth:`BlockPool.take_events`. A ``BlockStored`` event's extra keys are the
+hash's, as the release publishes them (0.33+ strips its tags); with lookahead
+hashes (0.33+, L > 0) they cover the window ``[s, e + L)`` as the hash does
+(vLLM's ``BlockPool.generate_event_extra_keys``) and the event names the L
+tokens after each block (``lookahead_token_ids``).
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterable, Sequence
 from typing import cast
 
 from kvpure.cache.errors import CacheStateError
+from kvpure.cache.event_keys import event_extra_keys, lookahead_token_ids
 from kvpure.cache.events import (
     MEDIUM_GPU,
     AllBlocksCleared,
@@ -34,18 +40,22 @@ from kvpure.hashing import (
     BlockHashWithGroupId,
     ExternalBlockHash,
     VllmHashProfile,
-    generate_block_hash_extra_keys,
     make_block_hash_with_group_id,
     resolve_block_hashes,
+    to_event_extra_keys,
 )
-from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
 from kvpure.hashing.types import (
     GROUP_ID_NUM_BYTES,
     block_hash_converter,
     low_64_bits_of_each,
 )
 
-__all__ = ["BlockPool"]
+__all__ = ["MAX_NUM_GPU_BLOCKS", "BlockPool"]
+
+MAX_NUM_GPU_BLOCKS = 2**22
+"""The most blocks a pool is built with (4,194,304, null block included; about 0.5 GB
+of block objects, built in a few seconds). Every block is made up front, so a larger
+count is refused at once rather than exhausting memory."""
 
 
 class BlockPool:
@@ -65,11 +75,27 @@ class BlockPool:
         enable_kv_cache_events: bool = False,
         use_int_block_hashes: bool = True,
         profile: VllmHashProfile = VLLM_0_26,
+        num_hash_lookahead_tokens: int = 0,
     ) -> None:
-        if isinstance(num_gpu_blocks, bool) or num_gpu_blocks < 1:
+        if (
+            isinstance(num_gpu_blocks, bool)
+            or not isinstance(num_gpu_blocks, int)
+            or not 1 <= num_gpu_blocks <= MAX_NUM_GPU_BLOCKS
+        ):
             raise CacheStateError(
                 operation="BlockPool",
-                reason=f"num_gpu_blocks must be at least 1 (got {num_gpu_blocks})",
+                reason=f"num_gpu_blocks must be an integer from 1 to {MAX_NUM_GPU_BLOCKS} "
+                f"(got {num_gpu_blocks!r})",
+            )
+        if (
+            isinstance(num_hash_lookahead_tokens, bool)
+            or not isinstance(num_hash_lookahead_tokens, int)
+            or num_hash_lookahead_tokens < 0
+        ):
+            raise CacheStateError(
+                operation="BlockPool",
+                reason="num_hash_lookahead_tokens must be a non-negative integer "
+                f"(got {num_hash_lookahead_tokens!r})",
             )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
@@ -77,6 +103,7 @@ class BlockPool:
         self.enable_kv_cache_events = enable_kv_cache_events
         self.use_int_block_hashes = use_int_block_hashes
         self.profile = profile
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         self.blocks: list[KVCacheBlock] = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         # hash key -> {block_id: block}, in caching order (the first is returned by lookups)
@@ -141,6 +168,14 @@ class BlockPool:
         """Blocks in the free queue (eviction candidates included)."""
         return self.free_block_queue.num_free_blocks
 
+    def free_block_ids_head(self, limit: int) -> tuple[int, ...]:
+        """The ids of the first ``limit`` free blocks (next to evict first): the whole
+        queue when it is no longer, without walking past ``limit`` otherwise."""
+        queue = self.free_block_queue
+        if queue.num_free_blocks <= limit:
+            return queue.free_block_ids()
+        return tuple(b.block_id for b in itertools.islice(queue.iter_blocks_after(None), limit))
+
     def get_usage(self) -> float:
         """``1 - free / (num_gpu_blocks - 1)``: the null block does not count."""
         total = self.num_gpu_blocks - 1
@@ -153,27 +188,6 @@ class BlockPool:
     def _external(self, block_hash: bytes) -> ExternalBlockHash:
         return self._to_external(block_hash)
 
-    def _extra_keys(
-        self, request: CacheRequest, block_indices: Iterable[int], block_size: int
-    ) -> list[ExtraKeys]:
-        keys: list[ExtraKeys] = []
-        mm_idx = 0
-        hash_request = request.hash_request
-        # from the steady start on, vLLM's scan finds no multimodal item and no salt: every
-        # block has the steady keys, and the scan's index does not move
-        steady_start = steady_extra_keys_start(hash_request, block_size)
-        steady = None if steady_start is None else steady_extra_keys(self.profile, hash_request)
-        for i in block_indices:
-            start = i * block_size
-            if steady_start is not None and start >= steady_start:
-                keys.append(steady)
-                continue
-            extra, mm_idx = generate_block_hash_extra_keys(
-                self.profile, hash_request, start, start + block_size, mm_idx
-            )
-            keys.append(extra)
-        return keys
-
     def _stored_event(
         self,
         request: CacheRequest,
@@ -185,6 +199,7 @@ class BlockPool:
         block_size: int,
         group_id: int,
         extra_keys: list[ExtraKeys],
+        lookahead_token_ids: tuple[tuple[int, ...], ...] | None,
     ) -> BlockStored:
         lora_name = request.lora_name
         return BlockStored(
@@ -195,8 +210,9 @@ class BlockPool:
             lora_id=request.lora_int_id if lora_name is not None else None,
             medium=MEDIUM_GPU,
             lora_name=lora_name,
-            extra_keys=tuple(extra_keys) if extra_keys else None,
+            extra_keys=to_event_extra_keys(self.profile, extra_keys),
             group_idx=group_id,
+            lookahead_token_ids=lookahead_token_ids,
         )
 
     def cache_full_blocks(
@@ -264,6 +280,7 @@ class BlockPool:
         parent = (
             None if num_cached_blocks == 0 else self._external(block_hashes[num_cached_blocks - 1])
         )
+        lookahead = self.num_hash_lookahead_tokens
         self.kv_event_queue.append(
             self._stored_event(
                 request,
@@ -273,7 +290,12 @@ class BlockPool:
                 end_token_idx=num_full_blocks * block_size,
                 block_size=block_size,
                 group_id=kv_cache_group_id,
-                extra_keys=self._extra_keys(request, stored_indices, block_size),
+                extra_keys=event_extra_keys(
+                    self.profile, request, stored_indices, block_size, lookahead
+                ),
+                lookahead_token_ids=lookahead_token_ids(
+                    request, stored_indices, block_size, lookahead
+                ),
             )
         )
 
@@ -284,6 +306,7 @@ class BlockPool:
         if not self.enable_kv_cache_events or num_cached_blocks == 0:
             return
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
+        lookahead = self.num_hash_lookahead_tokens
         self.kv_event_queue.append(
             self._stored_event(
                 request,
@@ -293,7 +316,12 @@ class BlockPool:
                 end_token_idx=num_cached_blocks * block_size,
                 block_size=block_size,
                 group_id=group_id,
-                extra_keys=self._extra_keys(request, range(num_cached_blocks), block_size),
+                extra_keys=event_extra_keys(
+                    self.profile, request, range(num_cached_blocks), block_size, lookahead
+                ),
+                lookahead_token_ids=lookahead_token_ids(
+                    request, range(num_cached_blocks), block_size, lookahead
+                ),
             )
         )
 

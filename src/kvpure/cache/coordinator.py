@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvpure.cache.block_pool import BlockPool
-from kvpure.cache.errors import UnsupportedTraceError
+from kvpure.cache.errors import ManagerRefusedError, UnsupportedTraceError
 from kvpure.cache.mamba import MambaManager
 from kvpure.cache.request import CacheRequest
+from kvpure.cache.rules import CacheRules, eagle_hit_max_length
 from kvpure.cache.single_type import (
     FullAttentionManager,
     HitBlocks,
@@ -28,7 +29,7 @@ from kvpure.cache.single_type import (
 )
 from kvpure.cache.windowed import ChunkedLocalAttentionManager, SlidingWindowManager
 from kvpure.free_queue import KVCacheBlock
-from kvpure.hashing import BlockHash, VllmHashProfile
+from kvpure.hashing import BlockHash
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
@@ -53,8 +54,10 @@ def make_manager(
     scheduler_block_size: int,
     max_in_flight_tokens: int,
     max_model_len: int,
+    rules: CacheRules | None = None,
 ) -> SingleTypeKVCacheManager:
-    """The manager vLLM registers for ``spec``'s type."""
+    """The manager vLLM registers for ``spec``'s type (``rules``: the release's; 0.26's
+    when None)."""
     if isinstance(spec, SlidingWindowSpec | ChunkedLocalAttentionSpec):
         admission = spec.max_admission_blocks_per_request(max_in_flight_tokens, max_model_len)
         if isinstance(spec, SlidingWindowSpec):
@@ -76,11 +79,11 @@ def make_manager(
         )
     kind = type(spec).__name__
     if isinstance(spec, SinkFullAttentionSpec):
-        # vLLM 0.26 passes needs_kv_cache_zeroing to every manager, which
+        # vLLM (0.26 to 0.34) passes needs_kv_cache_zeroing to every manager, which
         # SinkFullAttentionManager.__init__ does not take: building it is a TypeError.
         raise UnsupportedTraceError(
             feature=f"kv_cache_groups[{group_id}] (SinkFullAttentionSpec)",
-            reason="vLLM 0.26.0 cannot build a KV cache manager for sink attention "
+            reason="vLLM (0.26.0 to 0.34.0) cannot build a KV cache manager for sink attention "
             "(SinkFullAttentionManager.__init__ rejects needs_kv_cache_zeroing)",
         )
     if isinstance(spec, CrossAttentionSpec):
@@ -88,6 +91,19 @@ def make_manager(
             feature=f"kv_cache_groups[{group_id}] ({kind})",
             reason="the cache replay models full-attention, sliding-window, chunked-local and "
             "Mamba groups only",
+        )
+    if (
+        isinstance(spec, MambaSpec)
+        and enable_caching
+        and rules is not None
+        and rules.mamba_caching_requires_align
+        and spec.mamba_cache_mode != "align"
+    ):
+        raise ManagerRefusedError(
+            feature=f"kv_cache_groups[{group_id}] (MambaSpec, mamba_cache_mode "
+            f"{spec.mamba_cache_mode!r})",
+            reason=f"vLLM {rules.vllm_version}: Mamba prefix caching requires "
+            "mamba_cache_mode='align'",
         )
     manager: type[SingleTypeKVCacheManager] | None = (
         MambaManager
@@ -134,9 +150,11 @@ class KVCacheCoordinator:
         scheduler_block_size: int,
         hash_block_size: int,
         use_int_block_hashes: bool,
-        profile: VllmHashProfile,
+        rules: CacheRules,
+        num_hash_lookahead_tokens: int = 0,
     ) -> None:
         groups = kv_cache_config.kv_cache_groups
+        self.rules = rules
         self.enable_caching = enable_caching
         self.scheduler_block_size = scheduler_block_size
         self.hash_block_size = hash_block_size
@@ -146,12 +164,18 @@ class KVCacheCoordinator:
             hash_block_size=hash_block_size,
             enable_kv_cache_events=enable_kv_cache_events,
             use_int_block_hashes=use_int_block_hashes,
-            profile=profile,
+            profile=rules.hash_profile,
+            num_hash_lookahead_tokens=num_hash_lookahead_tokens,
         )
         eagle_ids = {i for i, g in enumerate(groups) if g.is_eagle_group}
         if use_eagle and not eagle_ids:
             eagle_ids = set(range(len(groups)))
+        if rules.eagle_groups_drop_only_with_use_eagle and not use_eagle:
+            # 0.33+: lookahead hashes clear use_eagle; the groups stay marked, none drops
+            eagle_ids = set()
         self.eagle_group_ids = eagle_ids
+        """The groups whose trailing matched block is dropped (vLLM 0.33+'s
+        ``drop_eagle_group_ids``; 0.26's ``eagle_group_ids``)."""
         self.managers: tuple[SingleTypeKVCacheManager, ...] = tuple(
             make_manager(
                 g.kv_cache_spec,
@@ -161,6 +185,7 @@ class KVCacheCoordinator:
                 scheduler_block_size=scheduler_block_size,
                 max_in_flight_tokens=max_in_flight_tokens,
                 max_model_len=max_model_len,
+                rules=rules,
             )
             for i, g in enumerate(groups)
         )
@@ -331,7 +356,13 @@ class KVCacheCoordinator:
                 drop = batch.use_eagle and idx not in verified
                 max_length = current
                 if drop and not isinstance(batch.spec, MambaSpec):
-                    max_length = min(current + manager.block_size, max_cache_hit_length)
+                    max_length = eagle_hit_max_length(
+                        self.rules,
+                        current=current,
+                        block_size=manager.block_size,
+                        max_cache_hit_length=max_cache_hit_length,
+                        num_hashed_tokens=len(block_hashes) * self.hash_block_size,
+                    )
                 blocks, new_length = manager.find_longest_cache_hit(
                     block_hashes, max_length, batch.group_ids, drop, alignment
                 )

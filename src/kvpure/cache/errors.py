@@ -10,6 +10,7 @@ from kvpure.errors import KVPureNotImplementedError, KVPureRuntimeError, KVPureV
 
 __all__ = [
     "CacheStateError",
+    "ManagerRefusedError",
     "TraceFieldError",
     "UnknownRequestError",
     "UnsupportedTraceError",
@@ -59,4 +60,14 @@ class CacheStateError(KVPureRuntimeError):
     def __init__(self, *, operation: str, reason: str) -> None:
         super().__init__(f"{operation}: {reason}")
         self.operation = operation
+        self.reason = reason
+
+
+class ManagerRefusedError(KVPureValueError):
+    """vLLM refuses to build the KV cache manager for this configuration (an assertion of
+    the release's manager; reported as ``ValueError``). ``reason`` is vLLM's message."""
+
+    def __init__(self, *, feature: str, reason: str) -> None:
+        super().__init__(f"{feature}: {reason}")
+        self.feature = feature
         self.reason = reason

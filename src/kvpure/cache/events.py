@@ -1,4 +1,4 @@
-"""vLLM 0.26's KV cache events as frozen values: BlockStored, BlockRemoved, AllBlocksCleared.
+"""vLLM's KV cache events as frozen values: BlockStored, BlockRemoved, AllBlocksCleared.
 
 Fields and their order are those of ``vllm.distributed.kv_events``; a hash is
 in vLLM's external form (an int, the digest's low 64 bits, or the digest
@@ -34,6 +34,12 @@ class BlockStored:
     kv_cache_spec_kind: str | None = None
     kv_cache_spec_sliding_window: int | None = None
     locality: str | None = None
+    ownership: str | None = None
+    """0.33+: who owns the block (None for the scheduler's own pool)."""
+    session_id: str | None = None
+    """0.33+: the request's session (None: requests here have none)."""
+    lookahead_token_ids: tuple[tuple[int, ...], ...] | None = None
+    """0.33+ with lookahead hashes: the L tokens after each stored block."""
 
     def with_spec_metadata(self, kind: str, sliding_window: int | None) -> BlockStored:
         """The event annotated with its group's spec kind and window (the manager's step)."""
@@ -50,6 +56,8 @@ class BlockRemoved:
     medium: str | None
     group_idx: int | None = None
     locality: str | None = None
+    ownership: str | None = None
+    """0.33+: who owned the block (None for the scheduler's own pool)."""
 
 
 # The slots' own setters: a frozen dataclass's __init__ goes through object.__setattr__ for
@@ -61,6 +69,7 @@ _set_removed_hashes: _Setter = _removed_slots["block_hashes"].__set__
 _set_removed_medium: _Setter = _removed_slots["medium"].__set__
 _set_removed_group: _Setter = _removed_slots["group_idx"].__set__
 _set_removed_locality: _Setter = _removed_slots["locality"].__set__
+_set_removed_ownership: _Setter = _removed_slots["ownership"].__set__
 
 
 def block_removed_on_gpu(block_hash: ExternalBlockHash, group_idx: int) -> BlockRemoved:
@@ -71,6 +80,7 @@ def block_removed_on_gpu(block_hash: ExternalBlockHash, group_idx: int) -> Block
     _set_removed_medium(event, MEDIUM_GPU)
     _set_removed_group(event, group_idx)
     _set_removed_locality(event, None)
+    _set_removed_ownership(event, None)
     return event
 
 
@@ -82,12 +92,14 @@ def blocks_removed_on_gpu(
     append = events.append
     new, set_hashes, set_medium = _new_event, _set_removed_hashes, _set_removed_medium
     set_group, set_locality = _set_removed_group, _set_removed_locality
+    set_ownership = _set_removed_ownership
     for block_hash, group_idx in removed:
         event: BlockRemoved = new(BlockRemoved)
         set_hashes(event, (block_hash,))
         set_medium(event, MEDIUM_GPU)
         set_group(event, group_idx)
         set_locality(event, None)
+        set_ownership(event, None)
         append(event)
     return events
 

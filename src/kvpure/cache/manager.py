@@ -1,6 +1,9 @@
-"""vLLM 0.26's ``KVCacheManager``: the request-level steps the scheduler calls.
+"""vLLM's ``KVCacheManager``: the request-level steps the scheduler calls.
 
-``get_computed_blocks`` finds a new request's prefix-cache hit,
+The release's :class:`~kvpure.cache.rules.CacheRules` (given at construction)
+decide what changed between releases. ``get_computed_blocks`` finds a new
+request's prefix-cache hit (0.26 also counts the lookup in the stats; 0.33+
+counts it in ``record_prefix_cache_stats`` once the admission succeeded),
 ``allocate_slots`` gives a request the slots for its next tokens (or refuses,
 returning None, leaving nothing changed but blocks outside a window freed),
 ``free`` releases a finished request, and ``take_events`` /
@@ -16,9 +19,10 @@ from kvpure.cache.coordinator import KVCacheCoordinator
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.events import BlockStored, KVCacheEvent
 from kvpure.cache.request import CacheRequest, RequestStatus
+from kvpure.cache.rules import CacheRules
 from kvpure.cache.single_type import HitBlocks
+from kvpure.errors import InvalidFieldError
 from kvpure.free_queue import KVCacheBlock
-from kvpure.hashing import VLLM_0_26, VllmHashProfile
 from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 from kvpure.specs.kv_cache_config import KVCacheConfig
 
@@ -71,12 +75,20 @@ class KVCacheManager:
         enable_kv_cache_events: bool = False,
         watermark: float = 0.0,
         use_int_block_hashes: bool = True,
-        profile: VllmHashProfile = VLLM_0_26,
+        rules: CacheRules,
+        num_hash_lookahead_tokens: int = 0,
     ) -> None:
         if watermark < 0:
             raise CacheStateError(
                 operation="KVCacheManager", reason=f"watermark must be >= 0 (got {watermark})"
             )
+        if not isinstance(rules, CacheRules):
+            raise InvalidFieldError(
+                field="rules",
+                value=rules,
+                reason="must be a CacheRules record (kvpure.cache.get_cache_rules(version))",
+            )
+        self.rules = rules
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
         self.enable_kv_cache_events = enable_kv_cache_events
@@ -94,7 +106,8 @@ class KVCacheManager:
             scheduler_block_size=scheduler_block_size,
             hash_block_size=hash_block_size,
             use_int_block_hashes=use_int_block_hashes,
-            profile=profile,
+            rules=rules,
+            num_hash_lookahead_tokens=num_hash_lookahead_tokens,
         )
         self.block_pool = self.coordinator.block_pool
         self.kv_cache_config = kv_cache_config
@@ -127,7 +140,10 @@ class KVCacheManager:
         """The request's hit blocks per group, the hit length, and the shared-prefix boundary.
 
         At most ``num_tokens - 1`` tokens can hit (the last one is recomputed
-        for its logits). Records the lookup in the stats.
+        for its logits). Under 0.26's rules the lookup is counted in the stats here
+        (``vllm/v1/core/kv_cache_manager.py`` 0.26 ``get_computed_blocks``); under
+        0.33+'s the caller counts it after a successful admission
+        (:meth:`record_prefix_cache_stats`).
         """
         if not self.enable_caching or request.skip_reading_prefix_cache:
             return tuple([] for _ in self.coordinator.managers), 0, 0
@@ -144,13 +160,29 @@ class KVCacheManager:
                         group_idx,
                     )
         boundary = num_hit + num_uncached if num_uncached else 0
+        if not self.rules.stats_at_admission:
+            self._record(request, num_hit)
+        return blocks, num_hit, boundary
+
+    def _record(self, request: CacheRequest, num_hits: int) -> None:
         if self.prefix_cache_stats is not None:
             self.prefix_cache_stats = self.prefix_cache_stats.record(
                 num_tokens=request.num_tokens,
-                num_hits=num_hit,
+                num_hits=num_hits,
                 preempted=request.num_preemptions > 0,
             )
-        return blocks, num_hit, boundary
+
+    def record_prefix_cache_stats(self, request: CacheRequest, num_hits: int) -> None:
+        """Count an admitted request's lookup (0.33+: ``KVCacheManager.
+        record_prefix_cache_stats``, called by ``Scheduler.schedule`` after
+        ``allocate_slots`` admitted it). Nothing under 0.26's rules, which counted the
+        lookup in :meth:`get_computed_blocks`; nothing for a request that skipped the
+        lookup (caching off or ``skip_reading_prefix_cache``)."""
+        if not self.rules.stats_at_admission:
+            return
+        if not self.enable_caching or request.skip_reading_prefix_cache:
+            return
+        self._record(request, num_hits)
 
     def allocate_slots(
         self,

@@ -1,12 +1,14 @@
-"""Replay a trace through the KV cache manager exactly as vLLM 0.26's scheduler drives it.
+"""Replay a trace through the KV cache manager exactly as the release's scheduler drives it.
 
 Each op is one or more scheduling steps; every step starts with
 ``new_step_starts()``. Admission is the WAITING branch of
 ``Scheduler.schedule()`` (hit lookup, Mamba "align" split, ``allocate_slots``
-with the full-sequence gate and the watermark); a running request's step is
-the RUNNING branch. A refused step changes nothing but the blocks freed
-outside a window; the request keeps its tokens pending. After every op the
-record takes the manager's events and prefix-cache stats.
+with the full-sequence gate and the watermark; from 0.33 on the lookup is
+counted in the stats only once admitted); a running request's step is the
+RUNNING branch. A refused step changes nothing but the blocks freed outside a
+window; the request keeps its tokens pending. After every op the record takes
+the manager's events and prefix-cache stats, and the pool's free queue (its
+first ``free_queue_limit`` ids: :data:`FREE_QUEUE_RECORD_LIMIT` by default).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from kvpure.cache.errors import TraceFieldError, UnknownRequestError
 from kvpure.cache.manager import KVCacheManager
 from kvpure.cache.request import CacheRequest, RequestStatus
+from kvpure.cache.rules import mamba_align_chunk_end, mamba_last_cache_position
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.trace import (
     AdmissionOutcome,
@@ -38,10 +41,18 @@ from kvpure.cache.trace import (
     StepsOutcome,
     allocated_step,
 )
+from kvpure.errors import InvalidFieldError
 from kvpure.free_queue import KVCacheBlock
-from kvpure.hashing import VLLM_0_26, BlockHash, HashRequest, HashScheme
+from kvpure.hashing import BlockHash, HashRequest, HashScheme
 
-__all__ = ["CacheReplay", "ReplayResult", "replay"]
+__all__ = ["FREE_QUEUE_RECORD_LIMIT", "CacheReplay", "ReplayResult", "replay"]
+
+INT32_MAX = 2**31 - 1
+
+FREE_QUEUE_RECORD_LIMIT = 4096
+"""The most free-queue ids a record (and the final state) copies: a longer queue is
+recorded by its head (the next blocks to evict), the rest counted, so a record's size
+does not grow with the pool."""
 
 
 def _ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...]:
@@ -64,17 +75,28 @@ class ReplayResult:
 class CacheReplay:
     """A KV cache manager and the live requests of a trace, advanced op by op."""
 
-    def __init__(self, config: ReplayConfig, settings: ReplaySettings) -> None:
-        self.config = config
-        self.scheme: HashScheme | None = (
-            HashScheme.from_seed(
-                algorithm=config.hash_fn,
-                block_size=config.hash_block_size,
-                seed=settings.pythonhashseed,
-                profile=VLLM_0_26,
+    def __init__(
+        self,
+        config: ReplayConfig,
+        settings: ReplaySettings,
+        *,
+        free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT,
+    ) -> None:
+        if (
+            isinstance(free_queue_limit, bool)
+            or not isinstance(free_queue_limit, int)
+            or free_queue_limit < 0
+        ):
+            raise InvalidFieldError(
+                field="free_queue_limit",
+                value=free_queue_limit,
+                reason="must be a non-negative integer (free-queue ids copied per record)",
             )
-            if config.enable_caching
-            else None
+        self.config = config
+        self.rules = config.rules
+        self.free_queue_limit = free_queue_limit
+        self.scheme: HashScheme | None = (
+            _hash_scheme(config, settings.pythonhashseed) if config.enable_caching else None
         )
         self.reserve_full_isl = settings.reserve_full_isl
         self.manager = KVCacheManager(
@@ -89,7 +111,8 @@ class CacheReplay:
             enable_kv_cache_events=settings.enable_kv_cache_events,
             watermark=settings.watermark,
             use_int_block_hashes=settings.use_int_block_hashes,
-            profile=VLLM_0_26,
+            rules=config.rules,
+            num_hash_lookahead_tokens=config.num_hash_lookahead_tokens,
         )
         self.requests: dict[str, CacheRequest] = {}
         self.seen: set[str] = set()
@@ -110,7 +133,7 @@ class CacheReplay:
         """The pool's state."""
         pool = self.manager.block_pool
         return PoolSnapshot(
-            free_queue=pool.free_block_queue.free_block_ids(),
+            free_queue=pool.free_block_ids_head(self.free_queue_limit),
             num_free_blocks=pool.get_num_free_blocks(),
             num_cached_hashes=pool.num_cached_hashes,
             usage=pool.get_usage(),
@@ -119,17 +142,31 @@ class CacheReplay:
     # -- scheduler steps ------------------------------------------------------------------------
 
     def _mamba_split(self, request: CacheRequest, num_new_tokens: int, num_hit: int) -> int:
-        """vLLM's ``_mamba_block_aligned_split``: prefill chunks end on block boundaries."""
+        """vLLM's ``_mamba_block_aligned_split``: prefill chunks end on block boundaries,
+        and stop at the last cacheable one (0.33+: the last one a later request can hit,
+        :func:`~kvpure.cache.rules.mamba_last_cache_position`)."""
         start = request.num_computed_tokens + num_hit
-        if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
+        prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
+        if start >= prefill_end:
             return num_new_tokens
-        block_size = self.config.block_size
-        last = request.num_tokens - request.num_tokens % block_size
-        if self.config.use_eagle:
-            last = max(last - block_size, 0)
-        end = start + num_new_tokens
-        if end < last:
-            end = end // block_size * block_size
+        config = self.config
+        block_size = config.block_size
+        last = mamba_last_cache_position(
+            self.rules,
+            num_tokens=request.num_tokens,
+            block_size=block_size,
+            drop_eagle_block=config.use_eagle,
+            num_lookahead_hashes=config.num_hash_lookahead_tokens,
+        )
+        end = mamba_align_chunk_end(
+            self.rules,
+            start=start,
+            end=start + num_new_tokens,
+            block_size=block_size,
+            last_cache_position=last,
+            prefill_end=prefill_end,
+            max_prefill_tokens=config.max_num_batched_tokens,
+        )
         next_boundary = (start // block_size + 1) * block_size
         junction = request.shared_prefix_boundary
         stops = (
@@ -179,6 +216,7 @@ class CacheReplay:
             return outcome(
                 (StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None),), False
             )
+        manager.record_prefix_cache_stats(request, num_hit)
         request.status = RequestStatus.RUNNING
         request.num_computed_tokens = num_hit + num_new
         steps = [StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))]
@@ -245,6 +283,7 @@ class CacheReplay:
                 reason=f"a prompt must be shorter than max_model_len "
                 f"({self.config.max_model_len} tokens)",
             )
+        self._check_int32(op.prompt_token_ids, f"{where}.prompt_token_ids")
         hash_request = HashRequest(
             prompt_token_ids=op.prompt_token_ids,
             lora_name=op.lora_name,
@@ -252,22 +291,42 @@ class CacheReplay:
             cache_salt=op.cache_salt,
             mm_features=op.mm_features,
         )
-        request = CacheRequest(
-            request_id=op.request_id,
-            hash_request=hash_request,
-            scheme=self.scheme,
-            lora_int_id=op.lora_int_id if op.lora_name is not None else None,
-            kv_cache_report_mode=op.kv_cache_report_mode,
-            skip_reading_prefix_cache=op.skip_reading_prefix_cache,
-        )
+        try:
+            request = CacheRequest(
+                request_id=op.request_id,
+                hash_request=hash_request,
+                scheme=self.scheme,
+                lora_int_id=op.lora_int_id if op.lora_name is not None else None,
+                kv_cache_report_mode=op.kv_cache_report_mode,
+                skip_reading_prefix_cache=op.skip_reading_prefix_cache,
+            )
+        except InvalidFieldError as err:  # a token id the release cannot hold (0.34: int32)
+            raise TraceFieldError(
+                field=f"{where}.{err.field}", value=err.value, reason=err.reason
+            ) from None
         self.seen.add(op.request_id)
         self.requests[op.request_id] = request
         return self.admit(request), request
+
+    def _check_int32(self, token_ids: Sequence[int], field: str) -> None:
+        """0.34 holds token ids as int32 whether or not it hashes them (``TokenBuffer``);
+        with caching on the hasher refuses them, without it this does."""
+        if self.scheme is not None or not self.rules.hash_profile.int32_token_ids:
+            return
+        if token_ids and max(token_ids) > INT32_MAX:
+            index = next(i for i, t in enumerate(token_ids) if t > INT32_MAX)
+            raise TraceFieldError(
+                field=f"{field}[{index}]",
+                value=token_ids[index],
+                reason=f"vLLM {self.rules.vllm_version} holds token ids as signed int32 "
+                f"(at most {INT32_MAX})",
+            )
 
     def _decode(self, op: DecodeOp, where: str) -> tuple[Outcome, CacheRequest]:
         request = self._live(op.request_id, f"{where}.request_id")
         if request.status is RequestStatus.WAITING:
             return DecodeOutcome(skipped="waiting"), request
+        self._check_int32(op.token_ids, f"{where}.token_ids")
         steps = self.run_pending(request)
         appended = 0
         if not steps or steps[-1].allocated is True:
@@ -279,7 +338,12 @@ class CacheReplay:
                         reason=f"decoding must keep num_tokens below max_model_len "
                         f"({self.config.max_model_len})",
                     )
-                request.append_output_token_ids(token)
+                try:
+                    request.append_output_token_ids(token)
+                except InvalidFieldError as err:  # 0.34: an id outside int32
+                    raise TraceFieldError(
+                        field=f"{where}.token_ids[{appended}]", value=err.value, reason=err.reason
+                    ) from None
                 appended += 1
                 step = self.run_step(request)
                 steps.append(step)
@@ -332,10 +396,29 @@ def _op_name(op: Op) -> str:
     return _OP_NAMES.get(type(op), "reset_prefix_cache")
 
 
-def replay(trace: CacheTrace) -> ReplayResult:
-    """Replay every op of ``trace``; the records and the final state."""
-    config = replay_config_from_plan_input(trace.plan_input)
-    engine = CacheReplay(config, trace.replay)
+def _hash_scheme(config: ReplayConfig, seed: str) -> HashScheme:
+    """The request hasher's scheme: the release's profile, and L lookahead tokens."""
+    return HashScheme.from_seed(
+        algorithm=config.hash_fn,
+        block_size=config.hash_block_size,
+        seed=seed,
+        profile=config.rules.hash_profile,
+        num_hash_lookahead_tokens=config.num_hash_lookahead_tokens,
+    )
+
+
+def replay(trace: CacheTrace, *, free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT) -> ReplayResult:
+    """Replay every op of ``trace``; the records and the final state.
+
+    The release is ``trace.plan_input.settings.vllm_version``.
+    """
+    flags = trace.draft_flags
+    config = replay_config_from_plan_input(
+        trace.plan_input,
+        disable_lookahead_block_hashes=flags.disable_lookahead_block_hashes,
+        disable_eagle_block_drop=flags.disable_eagle_block_drop,
+    )
+    engine = CacheReplay(config, trace.replay, free_queue_limit=free_queue_limit)
     records = tuple(engine.apply(op, i) for i, op in enumerate(trace.ops))
     return ReplayResult(
         config=config,

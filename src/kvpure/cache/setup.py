@@ -4,25 +4,44 @@ The planner (``kvpure.interop.planning``) gives the scheduler's
 ``KVCacheConfig``; then, as vLLM's engine does, ``cache_config.block_size``
 becomes the smallest group block size, ``resolve_kv_cache_block_sizes``
 gives the scheduler and hash block sizes, and the speculative config gives
-``use_eagle`` and the lookahead tokens.
+``use_eagle``, the lookahead slots and (0.33+) the lookahead hashes. The
+release's :class:`~kvpure.cache.rules.CacheRules` come from the settings'
+``vllm_version`` and travel in the :class:`ReplayConfig`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvpure.cache.block_pool import MAX_NUM_GPU_BLOCKS
 from kvpure.cache.errors import UnsupportedTraceError
+from kvpure.cache.rules import (
+    CacheRules,
+    get_cache_rules,
+    manager_use_eagle,
+    num_hash_lookahead_tokens,
+    use_eagle_block_drop,
+)
 from kvpure.interop.planning import PlanningInput, plan_input
 from kvpure.planning.log_lines import vllm_log_lines
 from kvpure.planning.memory import resolve_kv_cache_block_sizes
 from kvpure.settings import PlannerSettings
-from kvpure.specs import MambaSpec
+from kvpure.specs import FullAttentionSpec, MambaSpec
 from kvpure.specs.kv_cache_config import KVCacheConfig
 
-__all__ = ["EAGLE_METHODS", "ReplayConfig", "replay_config_from_plan_input"]
+__all__ = [
+    "EAGLE_METHODS",
+    "KV_CACHE_LAYOUT",
+    "ReplayConfig",
+    "replay_config_from_plan_input",
+]
 
 EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
-"""Speculative methods for which vLLM's scheduler sets ``use_eagle``."""
+"""Speculative methods whose drafter reads the target's hidden states (vLLM's
+``use_eagle()``): they reserve lookahead slots."""
+
+KV_CACHE_LAYOUT = "LBNHC"
+"""The layout 0.33+ resolves for FlashAttention-style backends (informative)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +62,12 @@ class ReplayConfig:
     num_lookahead_tokens: int
     need_mamba_block_aligned_split: bool
     planner_logs: tuple[str, ...] = ()
+    rules: CacheRules
+    """The release's cache-manager rules (from ``PlannerSettings.vllm_version``)."""
+    num_hash_lookahead_tokens: int = 0
+    """L: the tokens after each block its hash covers (0.33+, EAGLE/MTP)."""
+    kv_cache_layout: str | None = None
+    """The layout the release resolves (0.33+; informative)."""
 
 
 def _check_modelled(settings: PlannerSettings, max_model_len: int) -> None:
@@ -79,18 +104,53 @@ def _check_modelled(settings: PlannerSettings, max_model_len: int) -> None:
             raise UnsupportedTraceError(feature=feature, reason=reason)
 
 
-def replay_config_from_plan_input(parsed: PlanningInput) -> ReplayConfig:
-    """Plan ``parsed`` (one worker) and derive the manager's configuration."""
+def _check_pool_size(config: KVCacheConfig) -> None:
+    if config.num_blocks > MAX_NUM_GPU_BLOCKS:
+        raise UnsupportedTraceError(
+            feature="vllm_config.cache_config.num_gpu_blocks_override",
+            reason=f"a pool of {config.num_blocks} blocks is larger than the replay builds "
+            f"(at most {MAX_NUM_GPU_BLOCKS}); give a smaller num_gpu_blocks_override",
+        )
+
+
+def _check_partial_tail(rules: CacheRules, config: KVCacheConfig, hash_block_size: int) -> None:
+    if not rules.partial_tail_block_cached:
+        return
+    for i, group in enumerate(config.kv_cache_groups):
+        spec = group.kv_cache_spec
+        if isinstance(spec, FullAttentionSpec) and spec.block_size != hash_block_size:
+            raise UnsupportedTraceError(
+                feature=f"kv_cache_groups[{i}] (block size {spec.block_size})",
+                reason=f"vLLM {rules.vllm_version} caches a prompt's partial tail block when a "
+                f"full-attention block is larger than the hash block ({hash_block_size}); "
+                "that is not modelled",
+            )
+
+
+def replay_config_from_plan_input(
+    parsed: PlanningInput,
+    *,
+    disable_lookahead_block_hashes: bool = False,
+    disable_eagle_block_drop: bool = False,
+) -> ReplayConfig:
+    """Plan ``parsed`` (one worker) and derive the manager's configuration.
+
+    The release is ``parsed.settings.vllm_version``; the two flags are vLLM's
+    ``speculative_config.disable_lookahead_block_hashes`` / ``disable_eagle_block_drop``
+    (read from 0.33 on).
+    """
     if len(parsed.kv_cache_specs) != 1:
         raise UnsupportedTraceError(
             feature="plan_input.kv_cache_specs",
             reason=f"must describe exactly one worker (got {len(parsed.kv_cache_specs)})",
         )
+    rules = get_cache_rules(parsed.settings.vllm_version)
     plan = plan_input(parsed)
     settings = plan.settings
     max_model_len = plan.final_max_model_len
     _check_modelled(settings, max_model_len)
     config = plan.scheduler_kv_cache_config
+    _check_pool_size(config)
     groups = config.kv_cache_groups
     if not groups:
         raise UnsupportedTraceError(
@@ -100,11 +160,21 @@ def replay_config_from_plan_input(parsed: PlanningInput) -> ReplayConfig:
     scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(
         config, replace(settings, block_size=block_size)
     )
+    _check_partial_tail(rules, config, hash_block_size)
     method = settings.speculative_method
-    use_eagle = method in EAGLE_METHODS
     lookahead = 0
-    if use_eagle:
+    if method in EAGLE_METHODS:
         lookahead = (settings.num_speculative_tokens or 0) + int(method == "dflash")
+    block_drop = use_eagle_block_drop(
+        rules, method, disable_eagle_block_drop=disable_eagle_block_drop
+    )
+    hash_lookahead = num_hash_lookahead_tokens(
+        rules,
+        block_drop=block_drop,
+        enable_prefix_caching=settings.enable_prefix_caching,
+        disable_lookahead_block_hashes=disable_lookahead_block_hashes,
+    )
+    use_eagle = manager_use_eagle(rules, block_drop=block_drop, num_lookahead_hashes=hash_lookahead)
     has_mamba = any(isinstance(g.kv_cache_spec, MambaSpec) for g in groups)
     align = has_mamba and settings.mamba_cache_mode == "align"
     if align and hash_block_size < block_size:
@@ -140,4 +210,7 @@ def replay_config_from_plan_input(parsed: PlanningInput) -> ReplayConfig:
         num_lookahead_tokens=lookahead,
         need_mamba_block_aligned_split=align,
         planner_logs=tuple(line.msg for line in vllm_log_lines(plan)),
+        rules=rules,
+        num_hash_lookahead_tokens=hash_lookahead,
+        kv_cache_layout=KV_CACHE_LAYOUT if rules.header_lookahead_and_layout else None,
     )

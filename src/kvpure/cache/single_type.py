@@ -154,10 +154,18 @@ class SingleTypeKVCacheManager:
         return None
 
     def cache_blocks(self, request: CacheRequest, num_tokens: int) -> None:
-        """Cache the request's blocks that ``num_tokens`` tokens fill."""
+        """Cache the request's blocks that ``num_tokens`` tokens fill and its hashes cover.
+
+        With lookahead hashes (0.33+) a block is hashed only once L tokens follow it, so
+        fewer blocks than ``num_tokens`` fills may be cacheable (vLLM 0.33+'s
+        ``SingleTypeKVCacheManager.cache_blocks`` caps at ``len(block_hashes) *
+        hash_block_size``); without them the hashes cover every full block and the cap
+        changes nothing (0.26 has none).
+        """
         request_id = request.request_id
         num_cached = self.num_cached_block.get(request_id, 0)
-        num_full = num_tokens // self.block_size
+        num_hashed = len(request.block_hashes) * self.block_pool.hash_block_size
+        num_full = min(num_tokens, num_hashed) // self.block_size
         if num_cached >= num_full:
             return
         self.block_pool.cache_full_blocks(

@@ -21,6 +21,7 @@ __all__ = [
     "CacheTrace",
     "DecodeOp",
     "DecodeOutcome",
+    "DraftFlags",
     "FinishOp",
     "FinishOutcome",
     "Op",
@@ -50,6 +51,14 @@ class ReplaySettings:
     pythonhashseed: str = "0"
     watermark: float = 0.0
     reserve_full_isl: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DraftFlags:
+    """``speculative_config`` switches read from 0.33 on (vLLM's names)."""
+
+    disable_lookahead_block_hashes: bool = False
+    disable_eagle_block_drop: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +114,8 @@ class CacheTrace:
     plan_input: PlanningInput
     replay: ReplaySettings
     ops: tuple[Op, ...]
+    draft_flags: DraftFlags = DraftFlags()
+    """The speculative switches of ``plan_input`` the planner does not read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,12 +203,22 @@ class RequestSnapshot:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoolSnapshot:
-    """The pool after an op: free queue (head first), cached hash count, usage."""
+    """The pool after an op: free queue (head first), cached hash count, usage.
+
+    ``free_queue`` holds the whole queue, or only its head when the queue is longer
+    than the replay's ``free_queue_limit`` (then ``num_free_blocks`` is larger than
+    its length).
+    """
 
     free_queue: tuple[int, ...]
     num_free_blocks: int
     num_cached_hashes: int
     usage: float
+
+    @property
+    def free_queue_omitted(self) -> int:
+        """Free blocks past the recorded head (0 when the whole queue is recorded)."""
+        return self.num_free_blocks - len(self.free_queue)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,42 +2,40 @@
 
 :func:`parse_trace` accepts a trace object or a whole golden file (its
 ``trace`` is read) and ignores keys it does not know; a malformed field
-raises :class:`~kvpure.cache.errors.TraceFieldError` naming its path.
-:func:`render_result` gives ``{"kv_cache_config", "records", "final_state"}``.
+raises :class:`~kvpure.cache.errors.TraceFieldError` naming its path. The
+release replayed is ``vllm_version=`` (the ``--vllm`` flag), else the trace's
+own ``"vllm_version"``, else the default (0.34).
+:func:`render_result` gives ``{"vllm_version", "kv_cache_config", "records",
+"final_state"}`` in that release's shapes (0.33+: the events' added fields,
+``hits_by_source``, the lookahead header fields). A free queue longer than the
+replay's ``free_queue_limit`` is written as its head, and ``free_queue_omitted``
+counts the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kvpure.cache.errors import TraceFieldError
-from kvpure.cache.events import AllBlocksCleared, BlockRemoved, KVCacheEvent
-from kvpure.cache.manager import PrefixCacheStats
-from kvpure.cache.replay import ReplayResult
 from kvpure.cache.trace import (
-    AdmissionOutcome,
     ArriveOp,
     CacheTrace,
     DecodeOp,
-    DecodeOutcome,
+    DraftFlags,
     FinishOp,
-    FinishOutcome,
     Op,
-    OpRecord,
-    Outcome,
-    PoolSnapshot,
     ReplaySettings,
-    RequestSnapshot,
     ResetPrefixCacheOp,
     RetryOp,
-    StepRecord,
-    StepsOutcome,
 )
+from kvpure.cache.trace_render import render_event, render_result
 from kvpure.hashing import MultiModalFeature
-from kvpure.interop.planning import parse_planning_input, render_kv_cache_spec
+from kvpure.interop.planning import PlanningInput, parse_planning_input
+from kvpure.versions import resolve_vllm_version
 
-__all__ = ["TRACE_FORMAT", "parse_trace", "render_result"]
+__all__ = ["TRACE_FORMAT", "parse_trace", "render_event", "render_result"]
 
 TRACE_FORMAT = "kvpure-cache-replay/1"
 JSON = dict[str, Any]
@@ -195,8 +193,38 @@ def _parse_replay(obj: Mapping[str, Any]) -> ReplaySettings:
     )
 
 
-def parse_trace(data: object) -> CacheTrace:
-    """A trace object (or a golden file holding one under ``trace``) as kvpure values."""
+def _draft_flags(plan: Mapping[str, Any]) -> DraftFlags:
+    """``plan_input.vllm_config.speculative_config``'s two 0.33+ switches (False if absent)."""
+    config = plan.get("vllm_config")
+    speculative = config.get("speculative_config") if isinstance(config, Mapping) else None
+    if not isinstance(speculative, Mapping):
+        return DraftFlags()
+    path = "plan_input.vllm_config.speculative_config"
+    return DraftFlags(
+        disable_lookahead_block_hashes=_field(
+            speculative, path, "disable_lookahead_block_hashes", "bool", False
+        ),
+        disable_eagle_block_drop=_field(
+            speculative, path, "disable_eagle_block_drop", "bool", False
+        ),
+    )
+
+
+def _plan_input(plan: Mapping[str, Any], vllm_version: str) -> PlanningInput:
+    """The planning input, its settings answering for ``vllm_version``."""
+    parsed = parse_planning_input(plan, "plan_input", vllm_version=vllm_version)
+    if parsed.settings.vllm_version == vllm_version:
+        return parsed
+    return replace(parsed, settings=replace(parsed.settings, vllm_version=vllm_version))
+
+
+def parse_trace(data: object, *, vllm_version: str | None = None) -> CacheTrace:
+    """A trace object (or a golden file holding one under ``trace``) as kvpure values.
+
+    ``vllm_version`` (``--vllm``) wins over the trace's ``"vllm_version"`` key; without
+    either the default release (0.34) is replayed. An unknown version raises
+    :class:`kvpure.versions.UnknownVllmVersionError` naming where it came from.
+    """
     obj = _obj(data, "trace")
     if "trace" in obj and "ops" not in obj:
         obj = _obj(obj["trace"], "trace")
@@ -204,176 +232,14 @@ def parse_trace(data: object) -> CacheTrace:
     fmt = data.get("format", TRACE_FORMAT)
     if fmt != TRACE_FORMAT:
         raise TraceFieldError(field="format", value=fmt, reason=f'must be "{TRACE_FORMAT}"')
+    version = resolve_vllm_version(vllm_version, data.get("vllm_version"))
     name = data.get("name")
     plan = _field(data, "trace", "plan_input", "obj")
     ops = _field(data, "trace", "ops", "list")
     return CacheTrace(
         name=name if isinstance(name, str) else None,
-        plan_input=parse_planning_input(plan, "plan_input"),
+        plan_input=_plan_input(plan, version),
         replay=_parse_replay(data),
         ops=tuple(_parse_op(op, f"ops[{i}]") for i, op in enumerate(ops)),
+        draft_flags=_draft_flags(plan),
     )
-
-
-# -- rendering ---------------------------------------------------------------------------------
-
-
-def _json_value(value: object) -> object:
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, (tuple, list)):
-        return [_json_value(v) for v in value]
-    return value
-
-
-def render_event(event: KVCacheEvent) -> JSON:
-    """One event as ``{"type", <every field of vLLM 0.26's struct>}``."""
-    if isinstance(event, AllBlocksCleared):
-        return {"type": "AllBlocksCleared"}
-    if isinstance(event, BlockRemoved):
-        return {
-            "type": "BlockRemoved",
-            "block_hashes": _json_value(event.block_hashes),
-            "medium": event.medium,
-            "group_idx": event.group_idx,
-            "locality": event.locality,
-        }
-    return {
-        "type": "BlockStored",
-        "block_hashes": _json_value(event.block_hashes),
-        "parent_block_hash": _json_value(event.parent_block_hash),
-        "token_ids": list(event.token_ids),
-        "block_size": event.block_size,
-        "lora_id": event.lora_id,
-        "medium": event.medium,
-        "lora_name": event.lora_name,
-        "extra_keys": _json_value(event.extra_keys),
-        "group_idx": event.group_idx,
-        "kv_cache_spec_kind": event.kv_cache_spec_kind,
-        "kv_cache_spec_sliding_window": event.kv_cache_spec_sliding_window,
-        "locality": event.locality,
-    }
-
-
-def _ids(block_ids: tuple[tuple[int, ...], ...] | None) -> list[list[int]] | None:
-    return None if block_ids is None else [list(ids) for ids in block_ids]
-
-
-def _step(step: StepRecord) -> JSON:
-    return {
-        "num_new_tokens": step.num_new_tokens,
-        "allocated": step.allocated,
-        "new_block_ids": _ids(step.new_block_ids),
-    }
-
-
-def _outcome(outcome: Outcome) -> JSON:
-    if isinstance(outcome, AdmissionOutcome):
-        return {
-            "num_cached_tokens": outcome.num_cached_tokens,
-            "shared_prefix_boundary": outcome.shared_prefix_boundary,
-            "cached_block_ids": _ids(outcome.cached_block_ids),
-            "steps": [_step(s) for s in outcome.steps],
-            "admitted": outcome.admitted,
-        }
-    if isinstance(outcome, DecodeOutcome):
-        if outcome.skipped is not None:
-            return {"skipped": outcome.skipped}
-        return {
-            "tokens_appended": outcome.tokens_appended,
-            "steps": [_step(s) for s in outcome.steps],
-        }
-    if isinstance(outcome, StepsOutcome):
-        return {"steps": [_step(s) for s in outcome.steps]}
-    if isinstance(outcome, FinishOutcome):
-        return {"was": outcome.was}
-    return {"ok": outcome.ok}
-
-
-def _request(snapshot: RequestSnapshot) -> JSON:
-    return {
-        "status": snapshot.status,
-        "num_tokens": snapshot.num_tokens,
-        "num_computed_tokens": snapshot.num_computed_tokens,
-        "num_block_hashes": snapshot.num_block_hashes,
-        "block_ids": _ids(snapshot.block_ids),
-    }
-
-
-def _pool(snapshot: PoolSnapshot) -> JSON:
-    return {
-        "free_queue": list(snapshot.free_queue),
-        "num_free_blocks": snapshot.num_free_blocks,
-        "num_cached_hashes": snapshot.num_cached_hashes,
-        "usage": snapshot.usage,
-    }
-
-
-def _stats(stats: PrefixCacheStats | None) -> JSON | None:
-    if stats is None:
-        return None
-    return {
-        "reset": stats.reset,
-        "requests": stats.requests,
-        "queries": stats.queries,
-        "hits": stats.hits,
-        "preempted_requests": stats.preempted_requests,
-        "preempted_queries": stats.preempted_queries,
-        "preempted_hits": stats.preempted_hits,
-    }
-
-
-def render_record(record: OpRecord) -> JSON:
-    """One record in the goldens' shape."""
-    return {
-        "op": record.op,
-        "request_id": record.request_id,
-        "outcome": _outcome(record.outcome),
-        "request": None if record.request is None else _request(record.request),
-        "pool": _pool(record.pool),
-        "events": [render_event(e) for e in record.events],
-        "prefix_cache_stats": _stats(record.prefix_cache_stats),
-    }
-
-
-def render_kv_cache_config(result: ReplayResult) -> JSON:
-    """The goldens' ``kv_cache_config``: what the manager was built from."""
-    config = result.config
-    return {
-        "vllm_version": "0.26.0",
-        "num_blocks": config.kv_cache_config.num_blocks,
-        "kv_cache_groups": [
-            {
-                "layer_names": list(group.layer_names),
-                "kv_cache_spec": render_kv_cache_spec(group.kv_cache_spec),
-                "manager": manager,
-            }
-            for group, manager in zip(
-                config.kv_cache_config.kv_cache_groups, result.manager_names, strict=True
-            )
-        ],
-        "coordinator": result.coordinator,
-        "scheduler_block_size": config.scheduler_block_size,
-        "hash_block_size": config.hash_block_size,
-        "max_model_len": config.max_model_len,
-        "max_in_flight_tokens": config.max_in_flight_tokens,
-        "enable_caching": config.enable_caching,
-        "hash_fn": config.hash_fn,
-        "none_hash": None if result.none_hash is None else result.none_hash.hex(),
-        "use_eagle": config.use_eagle,
-        "num_lookahead_tokens": config.num_lookahead_tokens,
-        "null_block_id": 0,
-        "planner_logs": list(config.planner_logs),
-    }
-
-
-def render_result(result: ReplayResult) -> JSON:
-    """``{"kv_cache_config", "records", "final_state"}`` as the goldens hold them."""
-    return {
-        "kv_cache_config": render_kv_cache_config(result),
-        "records": [render_record(r) for r in result.records],
-        "final_state": {
-            "requests": {rid: _request(snap) for rid, snap in result.final_requests},
-            "pool": _pool(result.final_pool),
-        },
-    }

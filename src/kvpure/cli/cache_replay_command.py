@@ -1,10 +1,14 @@
-"""``kvpure cache-replay TRACE.json [--json]``: replay a trace through vLLM 0.26's prefix cache.
+"""``kvpure cache-replay TRACE.json [--vllm VERSION] [--json]``: replay a trace, block for block.
 
 TRACE.json is a ``kvpure-cache-replay/1`` trace, or a golden file holding
-one under ``trace`` (``-`` reads standard input). With ``--json`` it prints
-``{"kv_cache_config", "records", "final_state"}`` as the cache-replay goldens
-hold them; without, one line per op. A malformed trace, or one that asks for
-something the replay does not model, exits with code 2 and (with
+one under ``trace`` (``-`` reads standard input). The release replayed is
+``--vllm`` (0.26, 0.33 or 0.34), else the trace's ``"vllm_version"``, else
+0.34. With ``--json`` it prints ``{"vllm_version", "kv_cache_config",
+"records", "final_state"}`` as the cache-replay goldens of that release hold
+them (a free queue longer than 4096 blocks is recorded by its head, and
+``free_queue_omitted`` counts the rest); without, the release and one line per
+op. A malformed trace, or one that asks for something the replay does not
+model (a pool over 4,194,304 blocks included), exits with code 2 and (with
 ``--json``) prints ``{"error": {"type", "vllm_type", "message"}}``.
 """
 
@@ -18,6 +22,7 @@ from typing import Any
 from kvpure.cache import replay, replay_trace
 from kvpure.cache.trace_json import parse_trace, render_result
 from kvpure.cli.input_files import read_json
+from kvpure.cli.vllm_option import add_vllm_argument
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import vllm_error_type
 
@@ -30,7 +35,7 @@ def register(sub: Any) -> None:
     """Add the ``cache-replay`` subcommand to ``sub`` (an argparse subparsers action)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "cache-replay",
-        help="replay requests through vLLM 0.26's prefix cache, block for block",
+        help="replay requests through vLLM's prefix cache (0.26, 0.33, 0.34), block for block",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
     parser.add_argument(
@@ -39,8 +44,10 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help='print {"kv_cache_config", "records", "final_state"} as the goldens hold them',
+        help='print {"vllm_version", "kv_cache_config", "records", "final_state"} as the '
+        "goldens hold them",
     )
+    add_vllm_argument(parser)
     parser.set_defaults(run=run)
 
 
@@ -62,11 +69,13 @@ def _read(path: str) -> object:
 def _summary(result: dict[str, Any]) -> str:
     config = result["kv_cache_config"]
     lines = [
+        f"vLLM {result['vllm_version']}: the prefix cache as this release's KVCacheManager "
+        "and scheduler drive it",
         f"{config['coordinator']}: {config['num_blocks']} blocks (block 0 is the null block), "
         f"{len(config['kv_cache_groups'])} group(s), "
         f"scheduler block {config['scheduler_block_size']}, "
         f"hash block {config['hash_block_size']}, caching "
-        f"{'on' if config['enable_caching'] else 'off'}"
+        f"{'on' if config['enable_caching'] else 'off'}",
     ]
     for i, record in enumerate(result["records"]):
         who = "" if record["request_id"] is None else f" {record['request_id']}"
@@ -81,7 +90,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result = render_result(replay(parse_trace(_read(args.trace))))
+        result = render_result(replay(parse_trace(_read(args.trace), vllm_version=args.vllm)))
     except (KVPureError, json.JSONDecodeError, OSError) as err:
         if args.json:
             print(json.dumps(error_object(err), indent=1))
