@@ -22,7 +22,7 @@ from kvpure.cli.plan_memory import (
 )
 from kvpure.cli.plan_memory_sweep import memory_sweep
 from kvpure.cli.plan_options import parse_sweep
-from kvpure.cli.serve_options import serve_flags_from_options
+from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import render_error
 from kvpure.models.architectures import model_layout
@@ -33,8 +33,9 @@ from kvpure.report.text import render_report, render_sweep, report_to_json
 from kvpure.serve.defaults import resolve_serve_settings
 from kvpure.serve.flags import ServeFlags
 from kvpure.serve.memory import MemoryBand
-from kvpure.serve.output import final_settings, render_serve_header, serve_json
+from kvpure.serve.output import final_settings, release_line, render_serve_header, serve_json
 from kvpure.serve.verdict import serve_verdict, starts
+from kvpure.versions import resolve_vllm_version
 
 #: Sweep names that only change the estimated memory (refused with --kv-cache-memory).
 MEMORY_SWEEP_ONLY: Final = ("gpu_memory_utilization", "quantization")
@@ -54,9 +55,11 @@ def _sweep(layout: ModelLayout, options: Mapping[str, str], sweep_text: str, as_
         for value in values
     ]
     rows = sweep(layout, deployments)
+    version = resolve_vllm_version(options.get(VLLM_OPTION))
     if not as_json:
-        return render_sweep(name, rows)
+        return release_line(version) + "\n" + render_sweep(name, rows)
     data = {
+        "vllm_version": version,
         "sweep": name,
         "rows": [
             {
@@ -80,12 +83,13 @@ def _verdict_report(
     """The serve verdict and report for ``flags``, after the memory estimate when there is one."""
     serve, verdict, planned = serve_verdict(layout, flags)
     extra = {} if memory is None else memory_json(memory)
-    prefix = "" if memory is None else memory_text(memory) + "\n\n"
+    prefix = release_line(serve.vllm_version) + "\n"
+    prefix += "" if memory is None else memory_text(memory) + "\n\n"
     if planned is None:
         settings = final_settings(serve, None)
         if as_json:
             failure = verdict.error
-            data: dict[str, object] = {} if failure is None else {"error": render_error(failure)}
+            data: dict[str, object] = {} if failure is None else render_error(failure)
             data |= serve_json(serve, verdict, settings) | extra
             return json.dumps(data, indent=2), 2, None
         return prefix + render_serve_header(serve, verdict, settings), 2, verdict.error
@@ -151,7 +155,11 @@ def config_report(
                 model_folder=model_folder,
                 as_json=as_json,
             )
-            return text, 0, None
+            version = resolve_vllm_version(options.get(VLLM_OPTION))
+            if as_json:
+                data = {"vllm_version": version} | json.loads(text)
+                return json.dumps(data, indent=2), 0, None
+            return release_line(version) + "\n" + text, 0, None
         if name in memory_options or name in MEMORY_SWEEP_ONLY:
             raise InvalidFieldError(
                 field="--sweep",
