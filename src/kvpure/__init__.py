@@ -21,6 +21,12 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvpure.cli.deployment_plan import (
+        DeploymentPlan,
+    )
+    from kvpure.cli.plan_api import (
+        plan_deployment,
+    )
     from kvpure.errors import (
         FreeBlockQueueMisuseError,
         InsufficientKVCacheMemoryError,
@@ -115,6 +121,7 @@ _WHERE: dict[str, str] = {
     "ChunkedLocalAttentionSpec": "kvpure.specs",
     "CrossAttentionSpec": "kvpure.specs",
     "Deployment": "kvpure.models.deployment",
+    "DeploymentPlan": "kvpure.cli.deployment_plan",
     "EncoderOnlyAttentionSpec": "kvpure.specs",
     "FreeBlockQueueMisuseError": "kvpure.errors",
     "FreeKVCacheBlockQueue": "kvpure.free_queue",
@@ -165,6 +172,7 @@ _WHERE: dict[str, str] = {
     "maybe_convert_block_hash": "kvpure.hashing",
     "model_layout": "kvpure.models.architectures",
     "parse_model_config": "kvpure.models.config",
+    "plan_deployment": "kvpure.cli.plan_api",
 }
 
 
@@ -187,6 +195,7 @@ __all__ = [
     "ChunkedLocalAttentionSpec",
     "CrossAttentionSpec",
     "Deployment",
+    "DeploymentPlan",
     "EncoderOnlyAttentionSpec",
     "FreeBlockQueueMisuseError",
     "FreeKVCacheBlockQueue",
@@ -238,4 +247,5 @@ __all__ = [
     "maybe_convert_block_hash",
     "model_layout",
     "parse_model_config",
+    "plan_deployment",
 ]

@@ -38,7 +38,6 @@ from kvpure.interop.planning import (
     render_plan,
 )
 from kvpure.models.hf_cache import config_argument
-from kvpure.models.planned_as import planned_as_note
 from kvpure.planning.planner import KVCachePlan
 from kvpure.report.capacity import build_capacity_report
 from kvpure.report.model_plan import looks_like_model_config
@@ -193,7 +192,7 @@ def _run_config(args: argparse.Namespace, config: object, path: str) -> int:
         architecture_as=args.architecture_as,
         model_folder=_model_folder(path),
     )
-    print(planned_as_note(config, args.architecture_as, text, as_json=args.json), flush=True)
+    print(text, flush=True)
     if failure is not None:
         raise failure
     return code
