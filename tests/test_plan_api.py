@@ -146,3 +146,24 @@ def test_unknown_and_mistyped_flags_name_the_flag() -> None:
         "kv_cache_memory": f"{GIB}B,2GiB",
         "async_scheduling": "off",
     }
+
+
+def test_the_kv_memory_band_is_the_one_plan_estimates() -> None:
+    # kvpure cache --gpu (branch trace) replays at these figures: the same as plan's estimate.
+    band = kvpure.estimate_kv_cache_memory(
+        EXAMPLES / "llama3_8b.json", gpu="H100-80GB", vllm="0.26", tensor_parallel_size=2
+    )
+    assert band.vllm_version == "0.26"
+    assert band.gpu_memory_utilization == 0.92
+    argv = ["plan", str(EXAMPLES / "llama3_8b.json"), "--gpu", "H100-80GB", "--vllm", "0.26"]
+    _, out, _ = run_cli([*argv, "-tp", "2", "--json"])
+    memory = json.loads(out)["memory"]
+    assert band.low == tuple(m["kv_cache_bytes_low"] for m in memory)
+    assert band.central == tuple(m["kv_cache_bytes"] for m in memory)
+    assert band.high == tuple(m["kv_cache_bytes_high"] for m in memory)
+    assert band.low < band.central < band.high
+    assert band.kv_cache_memory_option("high") == ",".join(f"{b}B" for b in band.high)
+    with pytest.raises(InvalidFieldError, match="replaces the estimate"):
+        kvpure.estimate_kv_cache_memory(
+            EXAMPLES / "llama3_8b.json", gpu="L4", kv_cache_memory="8GiB"
+        )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         DeploymentPlan,
     )
     from kvpure.cli.plan_api import (
+        estimate_kv_cache_memory,
         plan_deployment,
     )
     from kvpure.errors import (
@@ -160,6 +161,7 @@ _WHERE: dict[str, str] = {
     "VLLM_0_26": "kvpure.hashing",
     "VLLM_0_33": "kvpure.hashing",
     "capacity_report": "kvpure.report.model_plan",
+    "estimate_kv_cache_memory": "kvpure.cli.plan_api",
     "estimate_max_model_len": "kvpure.planning.memory",
     "get_block_hash": "kvpure.hashing",
     "get_group_id": "kvpure.hashing",
@@ -235,6 +237,7 @@ __all__ = [
     "VLLM_0_33",
     "__version__",
     "capacity_report",
+    "estimate_kv_cache_memory",
     "estimate_max_model_len",
     "get_block_hash",
     "get_group_id",

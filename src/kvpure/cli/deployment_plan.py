@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -26,6 +26,7 @@ from kvpure.cli.plan_memory import (
 )
 from kvpure.cli.plan_memory_sweep import MemorySweepRow, memory_sweep_rows, render_memory_sweep
 from kvpure.cli.plan_options import parse_sweep
+from kvpure.cli.plan_weights import WeightsVerdict, weight_fixes, weights_do_not_fit
 from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import render_error
@@ -142,10 +143,20 @@ def _sweep_plan(
 
 
 def _verdict_plan(
-    layout: ModelLayout, flags: ServeFlags, memory: MemoryCase | None = None
+    layout: ModelLayout,
+    flags: ServeFlags,
+    memory: MemoryCase | None = None,
+    weights: WeightsVerdict | None = None,
 ) -> DeploymentPlan:
-    """The serve verdict and report for ``flags``, after the memory estimate when there is one."""
-    serve, verdict, planned = serve_verdict(layout, flags)
+    """The serve verdict and report for ``flags``, after the memory estimate when there is one.
+
+    ``weights``: the weights leave no KV memory; its fixes replace the KV ones.
+    """
+    serve, verdict, planned = serve_verdict(layout, flags, find_fixes=weights is None)
+    if weights is not None and planned is None:
+        verdict = replace(
+            verdict, fixes=weights.fixes, weights_do_not_fit=weights.reason, error=weights.error
+        )
     report = None if planned is None else capacity_report(layout, serve.deployment)
     settings = final_settings(serve, report)
     code = 2 if planned is None else 0
@@ -238,7 +249,12 @@ def build_deployment_plan(
         flags = case.central_flags
         if case.outcome.verdict == MemoryBand.MAY_NOT_START and not starts(layout, flags):
             flags = case.high_flags
-        plan = _verdict_plan(layout, flags, memory=case)
+        weights = (
+            weight_fixes(hf_config, layout, options, case, model_folder=model_folder)
+            if weights_do_not_fit(case)
+            else None
+        )
+        plan = _verdict_plan(layout, flags, memory=case, weights=weights)
     else:
         plan = _verdict_plan(layout, serve_flags_from_options(serve_options))
     return _noted(plan, config, architecture_as)

@@ -14,18 +14,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from kvpure.cli.deployment_plan import DeploymentPlan, build_deployment_plan
 from kvpure.cli.input_files import read_json
-from kvpure.cli.plan_memory import MEMORY_OPTIONS
+from kvpure.cli.plan_memory import MEMORY_OPTIONS, memory_case
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.serve_options import SERVE_OPTIONS, SERVE_SWITCHES, VLLM_OPTION
 from kvpure.errors import InvalidFieldError
+from kvpure.models.architectures import model_layout
+from kvpure.models.config import parse_model_config
 from kvpure.models.hf_cache import config_argument
 
-__all__ = ["FLAG_NAMES", "plan_deployment", "plan_options"]
+__all__ = [
+    "FLAG_NAMES",
+    "KVMemoryBand",
+    "estimate_kv_cache_memory",
+    "kv_memory_band_from_options",
+    "plan_deployment",
+    "plan_options",
+]
 
 FlagValue = str | int | float | bool | Sequence[int | str] | None
 
@@ -115,3 +125,70 @@ def plan_deployment(
         architecture_as=architecture_as,
         model_folder=folder,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KVMemoryBand:
+    """A GPU's estimated KV cache memory per worker: the band's low end, centre and high end.
+
+    Bytes per worker in rank order, never negative (0: no KV memory left); the
+    figures ``kvpure plan MODEL --gpu NAME`` plans at, for the release named.
+    """
+
+    vllm_version: str
+    low: tuple[int, ...]
+    central: tuple[int, ...]
+    high: tuple[int, ...]
+    gpu_memory_utilization: float
+
+    def kv_cache_memory_option(self, end: str = "central") -> str:
+        """The ``--kv-cache-memory`` text of ``low``, ``central`` or ``high``: ``"123B,..."``."""
+        figures = {"low": self.low, "central": self.central, "high": self.high}.get(end)
+        if figures is None:
+            raise InvalidFieldError(field="end", value=end, reason="must be low, central or high")
+        return ",".join(f"{figure}B" for figure in figures)
+
+
+def kv_memory_band_from_options(
+    config: object, options: Mapping[str, str], *, model_folder: Path | None = None
+) -> KVMemoryBand:
+    """The KV memory band of a config.json from option texts (``gpu`` or ``gpu_memory`` needed).
+
+    The same estimate as ``kvpure plan CONFIG --gpu NAME`` (no ``kv_cache_memory``
+    among ``options``; ``vllm``, ``tensor_parallel_size``, ``max_model_len``,
+    ``gpu_memory_utilization``, ``quantization``... as that command reads them).
+    """
+    hf_config = parse_model_config(config)
+    layout = model_layout(hf_config)
+    case = memory_case(hf_config, layout, options, model_folder=model_folder)
+    budgets = [w.budget for w in case.workers]
+    return KVMemoryBand(
+        vllm_version=case.serve.vllm_version,
+        low=tuple(max(0, b.kv_cache_bytes_low) for b in budgets),
+        central=tuple(max(0, b.kv_cache_bytes) for b in budgets),
+        high=tuple(max(0, b.kv_cache_bytes_high) for b in budgets),
+        gpu_memory_utilization=budgets[0].gpu_memory_utilization,
+    )
+
+
+def estimate_kv_cache_memory(
+    model: Mapping[str, object] | str | os.PathLike[str],
+    *,
+    gpu: str,
+    vllm: str | None = None,
+    **flags: FlagValue,
+) -> KVMemoryBand:
+    """The KV cache memory vLLM would leave on ``gpu`` for ``model``: the estimate's band.
+
+    ``flags`` as :func:`plan_deployment` takes them (``tensor_parallel_size=2``,
+    ``gpu_memory_utilization=0.9``, ``quantization="fp8"``, ...).
+    """
+    config, folder = _model(model)
+    options = plan_options({**flags, "gpu": gpu, VLLM_OPTION: vllm})
+    if "kv_cache_memory" in options:
+        raise InvalidFieldError(
+            field="kv_cache_memory",
+            value=options["kv_cache_memory"],
+            reason="replaces the estimate; leave it out to estimate it from the GPU",
+        )
+    return kv_memory_band_from_options(config, options, model_folder=folder)

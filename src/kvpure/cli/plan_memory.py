@@ -240,7 +240,7 @@ def memory_text(case: MemoryCase) -> str:
             min(w.budget.kv_cache_bytes_low for w in workers),
             max(w.budget.kv_cache_bytes_high for w in workers),
         )
-        + f" (central {format_gib(min(w.budget.kv_cache_bytes for w in workers))} GiB)",
+        + f" (central {format_gib(max(0, min(w.budget.kv_cache_bytes for w in workers)))} GiB)",
         f"  tokens of KV cache: {low.tokens:,} to {high.tokens:,}; max concurrency "
         f"{low.concurrency:.2f}x to {high.concurrency:.2f}x at {high.max_model_len:,} "
         "tokens per request",

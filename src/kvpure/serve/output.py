@@ -66,6 +66,11 @@ def render_serve_header(
         if verdict.fixes:
             lines.append("Any one of these would make it start:")
             lines.extend(f"  {fix}" for fix in verdict.fixes)
+        elif verdict.weights_do_not_fit:
+            lines.append(
+                "No single flag found makes it start: the weights need more GPUs "
+                "(tensor or pipeline parallel) or a larger GPU."
+            )
         else:
             lines.append("No single flag makes it start: give more --kv-cache-memory.")
     lines.append("")
@@ -109,6 +114,7 @@ def serve_json(
             "data_parallel_size": verdict.data_parallel_size,
             "line": verdict.line,
             "fixes": list(verdict.fixes),
+            "weights_do_not_fit": verdict.weights_do_not_fit or None,
         },
         "settings": {
             name: {"value": setting.value, "source": setting.source.value}
