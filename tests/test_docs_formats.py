@@ -100,3 +100,36 @@ def test_make_demo_installs_no_extras_and_prints_how_to_run() -> None:
     assert "$(VENV)/bin/kvpure" in demo
     test_stamp = makefile.split("\n$(STAMP): ")[1].split("\n\n")[0]
     assert "'.[dev,gpu]'" in test_stamp
+
+
+def test_readme_numbers_are_the_codes() -> None:
+    import kvpure
+    from kvpure import errors
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    # "the public face (N names ...)"
+    names = re.search(r"the public face \((\d+) names", readme)
+    assert names is not None
+    assert int(names.group(1)) == len(kvpure.__all__)
+    # "its four stdlib-flavoured bases": KVPureError's direct subclasses in kvpure.errors
+    bases = [
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and cls.__bases__[:1] == (errors.KVPureError,)
+    ]
+    assert "its four stdlib-flavoured bases" in readme
+    assert len(bases) == 4
+
+
+def test_readme_eviction_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    (line,) = [line for line in FORMAT_LINES if "eviction_workload" in line]
+    code, out, _ = run(line + " --json")
+    assert code == 0
+    first = json.loads(out)["sweep_memory"][0]
+    assert first["memory"] == "128MiB"
+    lost, unbounded = first["hits_lost_to_eviction"], first["unbounded"]["prefix_cache_hits"]
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"at 128 MiB, {lost:,} of the {unbounded:,} prompt tokens" in readme
+    rates = [row["actual"]["hit_rate"] for row in json.loads(out)["sweep_memory"]]
+    assert rates[-1] == first["unbounded"]["hit_rate"]  # 1 GiB: the unbounded rate
