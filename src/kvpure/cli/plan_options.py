@@ -58,7 +58,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         name="kv_cache_memory",
         flags=("--kv-cache-memory",),
         metavar="SIZE",
-        help="KV cache memory per GPU (required for a config.json): a size such as "
+        help="KV cache memory per GPU, vLLM's 'Available KV cache memory' (without it, "
+        "estimated from --gpu): a size such as "
         "24GiB, 16GB, 512MiB (GiB/MiB are powers of 1024, GB/MB of 1000), or one per GPU "
         "in rank order as vLLM's 'Available KV cache memory' lines give them: 12.13GiB,11.33GiB",
     ),
