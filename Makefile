@@ -2,40 +2,52 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# The test tools and the GPU adapter's torch (make test, make bench, make mutation).
 STAMP := $(VENV)/.kvpure-installed
+# kvpure and its core dependencies alone, no extras, no torch (make demo).
+DEMO_STAMP := $(VENV)/.kvpure-core-installed
+PIP := $(PY) -m pip install -q --disable-pip-version-check -c constraints.txt
 
 .PHONY: demo test bench lint typecheck unit clean mutation
 
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e .
+	touch $(DEMO_STAMP)
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,gpu]'
-	touch $(STAMP)
+	$(PIP) -e '.[dev,gpu]'
+	touch $(STAMP) $(DEMO_STAMP)
 
 # The optional C accelerator of prompt hashing, built in place (optional: without a
 # compiler or OpenSSL's headers kvpure hashes in pure Python).
 EXT_STAMP := src/kvpure/hashing/.chain-built
-$(EXT_STAMP): $(STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) setup.py
+$(EXT_STAMP): $(DEMO_STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) setup.py
 	-$(PY) setup.py -q build_ext --inplace
 	touch $(EXT_STAMP)
 
 demo: $(EXT_STAMP)
 	$(PY) -m kvpure demo
+	@echo
+	@echo "kvpure is installed in $(VENV). Run it as $(VENV)/bin/kvpure, or first:"
+	@echo "  . $(VENV)/bin/activate"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
 
-typecheck: $(EXT_STAMP)
+typecheck: $(STAMP) $(EXT_STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(EXT_STAMP)
+unit: $(STAMP) $(EXT_STAMP)
 	$(VENV)/bin/pytest
 	# the pure-Python hashing path again, the extension switched off
 	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py
 
 test: lint typecheck unit
 
-bench: $(EXT_STAMP)
+bench: $(STAMP) $(EXT_STAMP)
 	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 # Mutation testing of the core modules (docs/mutation.md): slow, one core, not part of

@@ -50,8 +50,12 @@ FIELDS = {
 }
 
 
+PIN = ("--vllm", "0.26")
+
+
 def run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
-    code = main(["plan", *argv, "--json"])
+    # vLLM 0.26's memory profile and serve defaults (pinned; issue 21)
+    code = main(["plan", *argv, *PIN, "--json"])
     data: dict[str, Any] = json.loads(capsys.readouterr().out)
     return code, data
 
@@ -93,8 +97,9 @@ def test_memory_object_per_worker_and_kv_is_requested_less_the_terms(
     for m in memory:
         assert set(m) >= FIELDS
         assert m["total_bytes"] == H100_TOTAL == VLLM_LOGGED_TOTALS["H100-80GB"]
-        assert m["gpu_memory_utilization"] == 0.9
-        requested = math.ceil(H100_TOTAL * 0.9)
+        # vLLM 0.26's CacheConfig.gpu_memory_utilization default (vllm/config/cache.py)
+        assert m["gpu_memory_utilization"] == 0.92
+        requested = math.ceil(H100_TOTAL * 0.92)
         assert m["requested_bytes"] == requested
         graphs = as_int(m["cuda_graph_bytes"]) if m["cuda_graph_subtracted"] else 0
         assert (
@@ -114,7 +119,7 @@ def test_memory_object_per_worker_and_kv_is_requested_less_the_terms(
             ("cuda_graph",) if m["cuda_graph_subtracted"] else ()
         )
         band = sum(terms[name]["error_bytes"] for name in used)
-        band += math.ceil(terms["total"]["error_bytes"] * 0.9)
+        band += math.ceil(terms["total"]["error_bytes"] * 0.92)
         assert m["kv_cache_bytes_high"] - as_int(m["kv_cache_bytes"]) == band
         assert as_int(m["kv_cache_bytes"]) - as_int(m["kv_cache_bytes_low"]) == band
     # The report beside it plans the central figure of each worker.
@@ -186,7 +191,7 @@ def test_verdict_from_the_band_starts_may_not_start_does_not_start(
     code, probe = run_json([LLAMA, "--gpu-memory", "24GiB"], capsys)
     (m,) = memory_of(probe)
     used = as_int(m["requested_bytes"]) - as_int(m["kv_cache_bytes"])
-    total = math.ceil((used + GIB + 2**20) / 0.9)
+    total = math.ceil((used + GIB + 2**20) / 0.92)
     code, data = run_json([LLAMA, "--gpu-memory", f"{total}B"], capsys)
     (m,) = memory_of(data)
     assert as_int(m["kv_cache_bytes_low"]) < GIB <= as_int(m["kv_cache_bytes_high"])
@@ -195,8 +200,8 @@ def test_verdict_from_the_band_starts_may_not_start_does_not_start(
     low, high = band_of(data)["kv_cache_capacity_tokens"]
     assert low == 0
     assert high >= 8192
-    main(["plan", LLAMA, "--gpu-memory", f"{total}B"])
-    assert capsys.readouterr().out.startswith("Memory verdict: may not start")
+    main(["plan", LLAMA, "--gpu-memory", f"{total}B", *PIN])
+    assert capsys.readouterr().out.splitlines()[1].startswith("Memory verdict: may not start")
 
 
 def test_kv_cache_memory_overrides_the_estimate(capsys: pytest.CaptureFixture[str]) -> None:
@@ -298,11 +303,11 @@ def test_exact_weights_are_split_per_worker_as_vllm_shards_them(
 def test_text_report_prints_the_budget_as_vllm_logs_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["plan", LLAMA, "--gpu", "H100-80GB"]) == 0
+    assert main(["plan", LLAMA, "--gpu", "H100-80GB", *PIN]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Memory verdict: starts")
+    assert out.splitlines()[1].startswith("Memory verdict: starts")
     for text in (
-        "total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB",
+        "total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.92) = 72.85GiB",
         "Model loading took ",
         "torch peak memory increase: ",
         "non-torch forward increase memory: ",
@@ -318,7 +323,7 @@ def test_sweep_over_tp_answers_the_smallest_tp_that_starts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = [SCOUT, "--gpu", "H100-80GB", "--max-model-len", "32768"]
-    assert main(["plan", *argv, "--sweep", "tensor_parallel_size=1,2,4,8"]) == 0
+    assert main(["plan", *argv, *PIN, "--sweep", "tensor_parallel_size=1,2,4,8"]) == 0
     out = capsys.readouterr().out
     assert "smallest TP that starts: 4" in out
     code, data = run_json([*argv, "--sweep", "tensor_parallel_size=1,2,4,8"], capsys)
@@ -341,9 +346,10 @@ def test_sweep_over_tp_answers_the_smallest_tp_that_starts(
 
 
 def test_sweep_over_gpus(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", LLAMA, "--sweep", "gpu=H100-80GB,L4,T4"]) == 0
+    assert main(["plan", LLAMA, *PIN, "--sweep", "gpu=H100-80GB,L4,T4"]) == 0
     out = capsys.readouterr().out
-    lines = out.splitlines()
+    release, *lines = out.splitlines()
+    assert release.startswith("vLLM release: 0.26")
     assert lines[0].split()[:2] == ["gpu", "verdict"]
     assert lines[2].split()[:2] == ["H100-80GB", "starts"]
     assert lines[4].split()[:4] == ["T4", "does", "not", "start"]
@@ -388,7 +394,9 @@ def test_memory_profile_version_selects_the_release_estimated(
         (m,) = memory_of(data)
         (direct,) = estimate_memory_budget(
             config,
-            ProfileSettings(total_gpu_bytes=H100_TOTAL, vllm_version=version),
+            ProfileSettings(
+                total_gpu_bytes=H100_TOTAL, vllm_version=version, gpu_memory_utilization=0.92
+            ),
             Parallelism(),
         )
         assert m["kv_cache_bytes"] == direct.kv_cache_bytes

@@ -47,7 +47,9 @@ def load(name: str) -> dict[str, Any]:
 
 def derive(name: str, **options: Any) -> DerivedSpecs:
     layout = model_layout(parse_model_config(load(name)))
-    return derive_kv_cache_specs(layout, Deployment(kv_cache_memory_bytes=64 * GIB, **options))
+    # vLLM 0.26's rules, async scheduling off as the goldens' inputs (pinned; issue 21).
+    pinned = {"vllm_version": "0.26", "async_scheduling": False, **options}
+    return derive_kv_cache_specs(layout, Deployment(kv_cache_memory_bytes=64 * GIB, **pinned))
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,9 @@ def example(name: str) -> dict[str, Any]:
 
 def derive(config: dict[str, Any], **options: Any) -> DerivedSpecs:
     layout = model_layout(parse_model_config(config))
-    return derive_kv_cache_specs(layout, Deployment(kv_cache_memory_bytes=GIB, **options))
+    # vLLM 0.26's rules, async scheduling off as the goldens' inputs (pinned; issue 21).
+    pinned = {"vllm_version": "0.26", "async_scheduling": False, **options}
+    return derive_kv_cache_specs(layout, Deployment(kv_cache_memory_bytes=GIB, **pinned))
 
 
 def first_spec(derived: DerivedSpecs, worker: int = 0) -> Any:

@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvpure.cli.plan_options import deployment_from_options
+from kvpure.cli.plan_options import deployment_from_options as _from_options
 from kvpure.cli.plan_output import config_report_output
 from kvpure.interop.planning import parse_planning_input
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
+from kvpure.models.deployment import Deployment
 from kvpure.planning.planner import get_kv_cache_configs
 from kvpure.report.capacity import build_capacity_report
 from kvpure.report.model_plan import capacity_report
@@ -26,6 +27,11 @@ from kvpure.specs import cdiv
 from tests.test_models_golden import CASES, derive, example, golden
 
 GIB = 2**30
+
+
+def deployment_from_options(options: dict[str, str]) -> Deployment:
+    """The deployment of the goldens: vLLM 0.26, async scheduling off (as their inputs say)."""
+    return _from_options(options, vllm_version="0.26", async_scheduling=False)
 
 
 @pytest.mark.parametrize(("case", "config", "options"), CASES, ids=[c[0] for c in CASES])
@@ -213,7 +219,8 @@ def test_sweep_gives_one_row_per_value_and_rows_for_what_does_not_fit() -> None:
         as_json=False,
     )
     assert code == 0
-    lines = text.splitlines()
+    release, *lines = text.splitlines()
+    assert release.startswith("vLLM release: 0.34")
     assert len(lines) == 5
     # 4 GiB / 2 MiB per block = 2048 blocks of 16 tokens = 32768 tokens.
     assert "32,768" in lines[1]

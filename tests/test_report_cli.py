@@ -58,7 +58,8 @@ def test_auto_fit(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sweep_prints_one_row_per_value(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["plan", LLAMA, "--kv-cache-memory", "16GiB", "--sweep", "max_model_len=2048,8192"])
     assert code == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    release, *lines = capsys.readouterr().out.strip().splitlines()
+    assert release.startswith("vLLM release: 0.34")
     assert len(lines) == 3
     assert lines[1].startswith("2048")
     assert "64.00x" in lines[1]

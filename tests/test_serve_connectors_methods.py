@@ -45,7 +45,8 @@ SYNC_METHODS = ("ngram", "medusa", "draft_model", "suffix")
 
 
 def _setting(capsys: pytest.CaptureFixture[str], name: str, *flags: str) -> object:
-    assert main(["plan", *BASE, *flags]) == 0
+    # vLLM 0.26's rules (pinned; 0.33/0.34 in test_serve_rules.py)
+    assert main(["plan", *BASE, "--vllm", "0.26", *flags]) == 0
     return json.loads(capsys.readouterr().out)["settings"][name]
 
 

@@ -23,6 +23,7 @@ from kvpure.report.model_plan import capacity_report
 from kvpure.serve.defaults import Source, batch_defaults, resolve_serve_settings
 from kvpure.serve.flags import KVTransferConfig, ServeFlags, SpeculativeConfig
 from kvpure.serve.gpus import GPUS, custom_gpu, find_gpu
+from kvpure.serve.rules import SERVE_RULES_0_26
 from kvpure.specs import cdiv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,8 @@ def layout(name: str) -> ModelLayout:
 
 
 def flags(**given: Any) -> ServeFlags:
-    return ServeFlags(kv_cache_memory_bytes=(24 * GIB,), **given)
+    # These are vLLM 0.26's rules: pinned to 0.26 (0.33/0.34: test_serve_rules.py).
+    return ServeFlags(kv_cache_memory_bytes=(24 * GIB,), **{"vllm_version": "0.26", **given})
 
 
 def resolve(model: str, **given: Any) -> dict[str, object]:
@@ -87,14 +89,19 @@ def test_an_unknown_gpu_lists_the_known_names() -> None:
 def test_batch_defaults_by_gpu_and_usage_context(
     gpu: str, serve: tuple[int, int], llm: tuple[int, int]
 ) -> None:
-    assert batch_defaults(GPUS[gpu], "serve") == serve
-    assert batch_defaults(GPUS[gpu], "llm") == llm
+    assert batch_defaults(GPUS[gpu], "serve", SERVE_RULES_0_26) == serve
+    assert batch_defaults(GPUS[gpu], "llm", SERVE_RULES_0_26) == llm
 
 
 def test_the_70_gib_line_is_inclusive() -> None:
     # get_batch_defaults: ``device_memory >= 70 * GiB_bytes``
-    assert batch_defaults(custom_gpu(total_memory_bytes=70 * GIB), "serve") == (8192, 1024)
-    assert batch_defaults(custom_gpu(total_memory_bytes=70 * GIB - 1), "serve") == (2048, 256)
+    assert batch_defaults(custom_gpu(total_memory_bytes=70 * GIB), "serve", SERVE_RULES_0_26) == (
+        8192,
+        1024,
+    )
+    assert batch_defaults(
+        custom_gpu(total_memory_bytes=70 * GIB - 1), "serve", SERVE_RULES_0_26
+    ) == (2048, 256)
 
 
 def test_batch_defaults_are_capped_by_length_and_each_other() -> None:
@@ -313,7 +320,11 @@ def test_max_model_len_and_cache_dtype_defaults() -> None:
     serve = resolve_serve_settings(layout("llama3_8b"), flags())
     assert serve["max_model_len"].value == 8192
     assert serve["max_model_len"].source is Source.MODEL_CONFIG
-    assert serve["kv_cache_dtype"].value == "auto"
+    # issue 21: the dtype vLLM resolves, not "auto" (resolve_kv_cache_dtype_string keeps
+    # "auto" without a ModelOpt KV quantization; kv_cache_dtype_str_to_dtype -> model dtype)
+    assert serve["kv_cache_dtype"].value == "bfloat16"
+    assert serve["kv_cache_dtype"].note == "auto: the model dtype"
+    assert serve.deployment.kv_cache_dtype == "auto"
     assert resolve("llama3_8b", max_model_len_auto=True)["max_model_len"] == "auto"
 
 

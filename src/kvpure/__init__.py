@@ -21,6 +21,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvpure.cli.deployment_plan import (
+        DeploymentPlan,
+    )
+    from kvpure.cli.plan_api import (
+        estimate_kv_cache_memory,
+        plan_deployment,
+    )
     from kvpure.errors import (
         FreeBlockQueueMisuseError,
         InsufficientKVCacheMemoryError,
@@ -116,6 +123,7 @@ _WHERE: dict[str, str] = {
     "ChunkedLocalAttentionSpec": "kvpure.specs",
     "CrossAttentionSpec": "kvpure.specs",
     "Deployment": "kvpure.models.deployment",
+    "DeploymentPlan": "kvpure.cli.deployment_plan",
     "EncoderOnlyAttentionSpec": "kvpure.specs",
     "FreeBlockQueueMisuseError": "kvpure.errors",
     "FreeKVCacheBlockQueue": "kvpure.free_queue",
@@ -155,6 +163,7 @@ _WHERE: dict[str, str] = {
     "VLLM_0_33": "kvpure.hashing",
     "VLLM_0_34": "kvpure.hashing",
     "capacity_report": "kvpure.report.model_plan",
+    "estimate_kv_cache_memory": "kvpure.cli.plan_api",
     "estimate_max_model_len": "kvpure.planning.memory",
     "get_block_hash": "kvpure.hashing",
     "get_group_id": "kvpure.hashing",
@@ -167,6 +176,7 @@ _WHERE: dict[str, str] = {
     "maybe_convert_block_hash": "kvpure.hashing",
     "model_layout": "kvpure.models.architectures",
     "parse_model_config": "kvpure.models.config",
+    "plan_deployment": "kvpure.cli.plan_api",
 }
 
 
@@ -189,6 +199,7 @@ __all__ = [
     "ChunkedLocalAttentionSpec",
     "CrossAttentionSpec",
     "Deployment",
+    "DeploymentPlan",
     "EncoderOnlyAttentionSpec",
     "FreeBlockQueueMisuseError",
     "FreeKVCacheBlockQueue",
@@ -229,6 +240,7 @@ __all__ = [
     "VLLM_0_34",
     "__version__",
     "capacity_report",
+    "estimate_kv_cache_memory",
     "estimate_max_model_len",
     "get_block_hash",
     "get_group_id",
@@ -241,4 +253,5 @@ __all__ = [
     "maybe_convert_block_hash",
     "model_layout",
     "parse_model_config",
+    "plan_deployment",
 ]

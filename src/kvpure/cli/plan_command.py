@@ -27,7 +27,7 @@ from kvpure.cli.input_files import read_json
 from kvpure.cli.plan_memory import add_memory_options, given_memory_options
 from kvpure.cli.plan_options import add_deployment_options, given_options
 from kvpure.cli.plan_output import config_report
-from kvpure.cli.serve_options import add_serve_options, given_serve_options
+from kvpure.cli.serve_options import VLLM_OPTION, add_serve_options, given_serve_options
 from kvpure.cli.vllm_option import add_vllm_argument
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.interop.planning import (
@@ -38,7 +38,6 @@ from kvpure.interop.planning import (
     render_plan,
 )
 from kvpure.models.hf_cache import config_argument
-from kvpure.models.planned_as import planned_as_note
 from kvpure.planning.planner import KVCachePlan
 from kvpure.report.capacity import build_capacity_report
 from kvpure.report.model_plan import looks_like_model_config
@@ -73,8 +72,8 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "plan",
         help="plan the KV cache of a model (config.json + options) or of a vLLM planning case",
-        description="Plan the KV cache as the chosen vLLM release (--vllm; default 0.34) "
-        "would and explain the result: blocks, "
+        description="Plan the KV cache as vLLM (--vllm; default 0.34) would and explain the "
+        "result: blocks, "
         "tokens that fit, max-length requests at once, the (auto-fitted) max_model_len, block "
         "sizes, one row per KV cache group and where memory is wasted. FILE is a Hugging Face "
         "config.json (give the deployment options below; nothing is downloaded) or a "
@@ -188,16 +187,24 @@ def _model_folder(path: str) -> Path | None:
     return Path(path) if Path(path).is_dir() else Path(path).parent
 
 
+def _config_options(args: argparse.Namespace) -> dict[str, str]:
+    """The option texts of the config path, ``--vllm`` among them when given."""
+    options = _given(args)
+    if getattr(args, "vllm", None) is not None:
+        options[VLLM_OPTION] = args.vllm
+    return options
+
+
 def _run_config(args: argparse.Namespace, config: object, path: str) -> int:
     text, code, failure = config_report(
         config,
-        _given(args),
+        _config_options(args),
         sweep_text=args.sweep,
         as_json=args.json,
         architecture_as=args.architecture_as,
         model_folder=_model_folder(path),
     )
-    print(planned_as_note(config, args.architecture_as, text, as_json=args.json), flush=True)
+    print(text, flush=True)
     if failure is not None:
         raise failure
     return code

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -56,7 +56,8 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         name="gpu_memory_utilization",
         flags=("--gpu-memory-utilization",),
         metavar="FRACTION",
-        help="share of the GPU's memory vLLM may use (default 0.9); with --gpu and without "
+        help="share of the GPU's memory vLLM may use (default: vLLM's, 0.92, or 1.0 under "
+        "0.34's extensible KV cache); with --gpu and without "
         "--kv-cache-memory the KV cache memory is estimated from it",
     ),
     Option(
@@ -169,12 +170,20 @@ def memory_case(
             "cache memory' (--kv-cache-memory 24GiB) or the GPU (--gpu H100-80GB, or "
             "--gpu-memory 79.19GiB as vLLM prints its total memory)",
         )
-    flags = serve_flags_from_options({**serve_texts, "kv_cache_memory": _PLACEHOLDER})
+    given_utilization = memory_texts.get("gpu_memory_utilization")
+    flags = replace(
+        serve_flags_from_options({**serve_texts, "kv_cache_memory": _PLACEHOLDER}),
+        kv_cache_memory_given=False,
+        gpu_memory_utilization=None
+        if given_utilization is None
+        else parse_utilization(given_utilization),
+    )
     serve = resolve_serve_settings(layout, flags)
     gpu = flags.gpu
     if gpu is None:  # unreachable: --gpu or --gpu-memory was given above
         raise MissingOptionError(option="--gpu", reason="to estimate the KV cache memory")
-    utilization = parse_utilization(memory_texts.get("gpu_memory_utilization", "0.9"))
+    # The release's default when not given (0.92; 1.0 under 0.34's extensible KV cache).
+    utilization = serve.gpu_memory_utilization
     workers = worker_memory(
         config,
         serve,
@@ -231,7 +240,7 @@ def memory_text(case: MemoryCase) -> str:
             min(w.budget.kv_cache_bytes_low for w in workers),
             max(w.budget.kv_cache_bytes_high for w in workers),
         )
-        + f" (central {format_gib(min(w.budget.kv_cache_bytes for w in workers))} GiB)",
+        + f" (central {format_gib(max(0, min(w.budget.kv_cache_bytes for w in workers)))} GiB)",
         f"  tokens of KV cache: {low.tokens:,} to {high.tokens:,}; max concurrency "
         f"{low.concurrency:.2f}x to {high.concurrency:.2f}x at {high.max_model_len:,} "
         "tokens per request",

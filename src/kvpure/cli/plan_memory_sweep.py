@@ -23,7 +23,13 @@ from kvpure.models.config import HFConfig
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.memory import MemoryBand
 
-__all__ = ["MemorySweepRow", "memory_sweep", "memory_sweep_rows", "sweep_answer"]
+__all__ = [
+    "MemorySweepRow",
+    "memory_sweep",
+    "memory_sweep_rows",
+    "render_memory_sweep",
+    "sweep_answer",
+]
 
 _HEADERS: Final = (
     "value",
@@ -137,6 +143,11 @@ def memory_sweep(
 ) -> str:
     """The sweep table (or its JSON) and the one-line answer."""
     rows = memory_sweep_rows(config, layout, options, name, values, model_folder=model_folder)
+    return render_memory_sweep(name, rows, as_json=as_json)
+
+
+def render_memory_sweep(name: str, rows: tuple[MemorySweepRow, ...], *, as_json: bool) -> str:
+    """The rows of :func:`memory_sweep_rows` as the table (or JSON) and the one-line answer."""
     answer = sweep_answer(name, rows)
     if not as_json:
         note = (

@@ -29,6 +29,7 @@ from kvpure.models.deployment import (
     AttentionBackend,
     Deployment,
 )
+from kvpure.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
     "OPTIONS",
@@ -57,7 +58,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         name="kv_cache_memory",
         flags=("--kv-cache-memory",),
         metavar="SIZE",
-        help="KV cache memory per GPU (required for a config.json): a size such as "
+        help="KV cache memory per GPU, vLLM's 'Available KV cache memory' (without it, "
+        "estimated from --gpu): a size such as "
         "24GiB, 16GB, 512MiB (GiB/MiB are powers of 1024, GB/MB of 1000), or one per GPU "
         "in rank order as vLLM's 'Available KV cache memory' lines give them: 12.13GiB,11.33GiB",
     ),
@@ -126,14 +128,15 @@ OPTIONS: Final[tuple[Option, ...]] = (
         flags=("--attention-backend",),
         metavar="NAME",
         help="attention backend: " + ", ".join(b.value for b in AttentionBackend) + "; default "
-        "vLLM 0.26's choice for the --gpu and the model",
+        "vLLM's choice for the --gpu and the model",
     ),
     Option(
         name="mamba_cache_mode",
         flags=("--mamba-cache-mode",),
         metavar="MODE",
-        help="Mamba state caching: " + ", ".join(MAMBA_CACHE_MODES) + " (default none: one "
-        "state per request)",
+        help="Mamba state caching: " + ", ".join(MAMBA_CACHE_MODES) + " (default: vLLM's, none "
+        "without prefix caching, else align; 0.26: all for models with Mamba prefix caching; "
+        "0.33+ has no flag: the mode follows prefix caching)",
     ),
     Option(
         name="prefix_caching",
@@ -243,8 +246,17 @@ def parse_attention_backend(text: str) -> AttentionBackend:
         ) from None
 
 
-def deployment_from_options(options: Mapping[str, str]) -> Deployment:
-    """Build the deployment from option texts (by option name); unknown names are refused."""
+def deployment_from_options(
+    options: Mapping[str, str],
+    *,
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    async_scheduling: bool | None = None,
+) -> Deployment:
+    """Build the deployment from option texts (by option name); unknown names are refused.
+
+    What the options leave out is vLLM's default for ``vllm_version``, as
+    :class:`~kvpure.models.deployment.Deployment` resolves it.
+    """
     for name in options:
         if name not in _BY_NAME:
             raise InvalidFieldError(field=name, value=options[name], reason="unknown option")
@@ -281,9 +293,11 @@ def deployment_from_options(options: Mapping[str, str]) -> Deployment:
         num_gpu_blocks_override=positive("num_gpu_blocks_override"),
         max_num_batched_tokens=positive("max_num_batched_tokens") or 8192,
         attention_backend=None if backend is None else parse_attention_backend(backend),
-        mamba_cache_mode=_choice(
-            "mamba_cache_mode", options.get("mamba_cache_mode", "none"), MAMBA_CACHE_MODES
-        ),
+        mamba_cache_mode=None
+        if "mamba_cache_mode" not in options
+        else _choice("mamba_cache_mode", options["mamba_cache_mode"], MAMBA_CACHE_MODES),
+        async_scheduling=async_scheduling,
+        vllm_version=vllm_version,
         enable_prefix_caching=None
         if prefix is None
         else parse_bool(prefix, field="--prefix-caching"),

@@ -29,9 +29,11 @@ from kvpure.cli.plan_options import OPTIONS, Option, parse_attention_backend
 from kvpure.errors import InvalidFieldError
 from kvpure.serve.flags import USAGE_CONTEXTS, KVTransferConfig, ServeFlags, SpeculativeConfig
 from kvpure.serve.gpus import GPU, VENDORS, custom_gpu, find_gpu, known_gpu_names
+from kvpure.versions import resolve_vllm_version
 
 __all__ = [
     "SERVE_OPTIONS",
+    "VLLM_OPTION",
     "SERVE_SWITCHES",
     "add_serve_options",
     "given_serve_options",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 _MAX_GPUS: Final = 4096
+#: The option name ``--vllm`` travels under among the option texts.
+VLLM_OPTION: Final = "vllm"
 
 SERVE_OPTIONS: Final[tuple[Option, ...]] = (
     Option(
@@ -97,7 +101,7 @@ SERVE_OPTIONS: Final[tuple[Option, ...]] = (
         flags=("--speculative-config",),
         metavar="JSON",
         help='speculative decoding, e.g. \'{"method":"eagle3","num_speculative_tokens":3}\'; '
-        "methods other than EAGLE/MTP/n-gram-GPU turn async scheduling off",
+        "on vLLM 0.26, methods other than EAGLE/MTP/n-gram-GPU turn async scheduling off",
     ),
 )
 
@@ -108,8 +112,8 @@ SERVE_SWITCHES: Final = (
         "--async-scheduling",
         "async_scheduling",
         "on",
-        "async scheduling on (vLLM 0.26's default for generation models): sliding-window and "
-        "chunked layers keep twice the tokens in flight",
+        "async scheduling on (vLLM's default for generation models): sliding-window and "
+        "chunked layers keep more tokens in flight",
     ),
     ("--no-async-scheduling", "async_scheduling", "off", "async scheduling off"),
     (
@@ -123,7 +127,7 @@ SERVE_SWITCHES: Final = (
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
     """Add :data:`SERVE_OPTIONS` and the value-less switches to ``parser``."""
-    group = parser.add_argument_group("GPU and serving options (vLLM 0.26's defaults follow them)")
+    group = parser.add_argument_group("GPU and serving options (vLLM's defaults follow them)")
     for option in SERVE_OPTIONS:
         group.add_argument(
             *option.flags, dest=f"opt_{option.name}", metavar=option.metavar, help=option.help
@@ -259,6 +263,7 @@ def serve_flags_from_options(options: Mapping[str, str]) -> ServeFlags:
     known = {option.name for option in (*OPTIONS, *SERVE_OPTIONS)} | {
         name for _, name, _, _ in SERVE_SWITCHES
     }
+    known.add(VLLM_OPTION)
     for name in options:
         if name not in known:
             raise InvalidFieldError(field=name, value=options[name], reason="unknown option")
@@ -317,4 +322,5 @@ def serve_flags_from_options(options: Mapping[str, str]) -> ServeFlags:
         attention_backend=None if backend is None else parse_attention_backend(backend),
         mamba_cache_mode=options.get("mamba_cache_mode"),
         num_gpu_blocks_override=count("num_gpu_blocks_override"),
+        vllm_version=resolve_vllm_version(options.get(VLLM_OPTION)),
     )

@@ -7,8 +7,9 @@ not built, is switched off, or does not handle the input (token ids that are not
 in the signed 64-bit range, extra keys holding other than None/bool/int/float/str/bytes/
 tuple, a lone surrogate, a pickle payload near pickle's 64 KiB frame, a caller's object that
 pickle's memo would share with the parent); the caller then runs the pure-Python path,
-which stays the reference. :func:`set_enabled` is the one switch (the CLI reads
-``KVPURE_NO_EXTENSION=1`` and calls it); :func:`accelerated` says which path runs.
+which stays the reference. :func:`set_enabled` is the one switch; ``KVPURE_NO_EXTENSION=1``
+in the environment when kvpure is imported starts it switched off (the library and the
+CLI alike); :func:`accelerated` says which path runs.
 
 The decoding path has two more entry points with the same rule: :func:`one_block_hasher`
 wraps kvpure's Python one-block hasher in a C one (the extra keys encoded once) that hands
@@ -19,6 +20,7 @@ every call it does not handle. Both read the switch on every call.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TypeVar, cast
@@ -54,6 +56,9 @@ def _load() -> ModuleType | None:
 
 _CHAIN = _load()
 _state = {"enabled": _CHAIN is not None}
+if os.environ.get("KVPURE_NO_EXTENSION") == "1" and _CHAIN is not None:  # read once, at import
+    _state["enabled"] = False
+    _CHAIN.set_enabled(False)
 
 
 def available() -> bool:

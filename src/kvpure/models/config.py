@@ -23,9 +23,11 @@ from pyrsistent import PMap, PVector, freeze, pmap
 from kvpure.errors import InvalidFieldError
 from kvpure.models.errors import MissingConfigFieldError
 
-__all__ = ["HFConfig", "default_max_model_len", "parse_model_config"]
+__all__ = ["HFConfig", "checkpoint_kv_cache_dtype", "default_max_model_len", "parse_model_config"]
 
 _MISSING: Final = object()
+#: RoPE types whose ``max_position_embeddings`` vLLM 0.33+ takes as already scaled.
+_YARN_TYPES: Final = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
 
 # The keys vLLM reads, in this order, to find a model's maximum length; the
 # smallest value present wins, except that ``model_max_length`` (Command-R)
@@ -216,14 +218,18 @@ class HFConfig:
             )
         return names
 
-    def derived_max_model_len(self) -> int:
+    def derived_max_model_len(self, *, yarn_factor: bool = True) -> int:
         """The longest context the config allows, as vLLM derives it.
 
         The smallest of the length keys vLLM reads (2048 when none is present),
         times the RoPE scaling factor for scaling types other than ``su``,
         ``longrope`` and ``llama3`` (``yarn`` scales its
         ``original_max_position_embeddings``); Gemma-3 lengths are already
-        scaled, so vLLM skips the factor there.
+        scaled, so vLLM skips the factor there. That is vLLM 0.26's
+        ``_get_and_verify_max_len`` (vllm/config/model.py); with
+        ``yarn_factor=False`` it is 0.33's and 0.34's, where the YaRN types
+        (``yarn``, ``deepseek_yarn``, ``deepseek_llama_scaling``) take
+        ``max_position_embeddings`` as already scaled and apply no factor.
         """
         lengths = [self.float_(key) for key in MAX_LEN_KEYS if self.has(key)]
         derived = min(lengths) if lengths else 2048.0
@@ -234,7 +240,8 @@ class HFConfig:
         if self.has(scaling_field) and "gemma3" not in model_type:
             scaling = self.sub(scaling_field)
             rope_type = scaling.str_("rope_type", scaling.str_("type", "default"))
-            if rope_type not in ("su", "longrope", "llama3"):
+            unscaled = ("su", "longrope", "llama3") + (() if yarn_factor else _YARN_TYPES)
+            if rope_type not in unscaled:
                 if rope_type == "yarn" and scaling.has("original_max_position_embeddings"):
                     derived = scaling.float_("original_max_position_embeddings")
                 derived *= scaling.float_("factor", 1.0)
@@ -262,13 +269,14 @@ def _rope_type(config: HFConfig) -> str | None:
     return scaling.str_("rope_type", scaling.str_("type", "default"))
 
 
-def default_max_model_len(config: HFConfig) -> int:
+def default_max_model_len(config: HFConfig, *, yarn_factor: bool = True) -> int:
     """The max_model_len vLLM uses when none is given.
 
     The derived length, except for LongRoPE models, which default to their
     ``original_max_position_embeddings`` (vLLM: longer contexts slow short ones).
+    ``yarn_factor`` as in :meth:`HFConfig.derived_max_model_len`.
     """
-    derived = config.derived_max_model_len()
+    derived = config.derived_max_model_len(yarn_factor=yarn_factor)
     if _rope_type(config) == "longrope" and config.has("original_max_position_embeddings"):
         return config.int_("original_max_position_embeddings", minimum=1)
     return derived
@@ -282,3 +290,52 @@ def parse_model_config(data: object) -> HFConfig:
         )
     frozen = freeze(dict(data))
     return HFConfig(data=frozen if isinstance(frozen, PMap) else pmap())
+
+
+#: ModelOpt names of a KV cache quantization -> vLLM's cache dtype
+#: (vllm/utils/torch_utils.py ``MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP``).
+_MODELOPT_KV_CACHE_DTYPES: Final = {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}
+
+
+def _modelopt_kv_algo(value: object) -> str:
+    if isinstance(value, Mapping):
+        if value.get("dynamic") is False and value.get("num_bits") == 8:
+            return "fp8" if value.get("type") == "float" else "auto"
+        if value.get("num_bits") == 4 and value.get("type") == "float":
+            return "nvfp4"
+        return "auto"
+    if isinstance(value, str):
+        return _MODELOPT_KV_CACHE_DTYPES.get(value.lower(), "auto")
+    return "auto"
+
+
+def checkpoint_kv_cache_dtype(config: HFConfig) -> str | None:
+    """The KV cache dtype a ModelOpt checkpoint's ``quantization_config`` names.
+
+    vLLM's ``get_kv_cache_quant_algo_string`` (vllm/utils/torch_utils.py, the
+    same in 0.26, 0.33 and 0.34), read by ``resolve_kv_cache_dtype_string``
+    when ``--kv-cache-dtype`` is ``auto``: for a ``modelopt*`` quant method, the
+    first of ``kv_cache_scheme`` / ``kv_cache_quant_algo`` (in the inner
+    ``quantization`` object, then the outer one): ``FP8`` -> ``fp8_e4m3``,
+    ``NVFP4`` -> ``nvfp4``, a scheme object of 8-bit static floats -> ``fp8_e4m3``,
+    anything else -> ``auto``. None when no such key is there.
+    """
+    raw = config.raw("quantization_config") if config.has("quantization_config") else None
+    if not isinstance(raw, Mapping):
+        return None
+    method = raw.get("quant_method", "")
+    if not isinstance(method, str) or not method.startswith("modelopt"):
+        return None
+    inner = raw.get("quantization", raw)
+    inner = inner if isinstance(inner, Mapping) else raw
+    for source, key in (
+        (inner, "kv_cache_scheme"),
+        (raw, "kv_cache_scheme"),
+        (inner, "kv_cache_quant_algo"),
+        (raw, "kv_cache_quant_algo"),
+    ):
+        value = source.get(key)
+        if value:
+            name = _modelopt_kv_algo(value)
+            return _MODELOPT_KV_CACHE_DTYPES.get(name, name)
+    return None

@@ -19,6 +19,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_optional_int
 from kvpure.runtime_types import typed_init
 from kvpure.settings import MAMBA_CACHE_MODES
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
 __all__ = [
     "KV_CACHE_DTYPES",
@@ -44,6 +45,10 @@ class AttentionBackend(Enum):
     CUTLASS_MLA = "CUTLASS_MLA"
     FLASH_ATTN_MLA = "FLASH_ATTN_MLA"
     FLASHINFER_MLA = "FLASHINFER_MLA"
+    TRITON_FLASH_ATTN = "TRITON_FLASH_ATTN"
+    """vLLM 0.33+: Triton for the image-prefix mask, FlashAttention 3/4 for causal attention."""
+    TRITON_FLASHINFER = "TRITON_FLASHINFER"
+    """vLLM 0.33+: Triton for the image-prefix mask, FlashInfer for causal attention (SM100)."""
 
     @property
     def is_mla(self) -> bool:
@@ -73,20 +78,25 @@ class AttentionBackend(Enum):
             AttentionBackend.CUTLASS_MLA: 128,
             AttentionBackend.FLASH_ATTN_MLA: 16,
             AttentionBackend.FLASHINFER_MLA: 32,
+            AttentionBackend.TRITON_FLASH_ATTN: 16,
+            AttentionBackend.TRITON_FLASHINFER: 64,
         }[self]
 
     @property
     def default_block_size(self) -> int:
         """The block size vLLM picks with this backend when none is given.
 
-        vLLM 0.26's ``AttentionBackend.get_preferred_block_size``
+        vLLM's ``AttentionBackend.get_preferred_block_size``
         (vllm/v1/attention/backend.py): 16 when the kernels take it, else the
-        smallest kernel size (FlashMLA 64, CUTLASS MLA 128, FlashInfer MLA 32).
+        smallest kernel size (FlashMLA 64, CUTLASS MLA 128, FlashInfer MLA 32,
+        0.34's Triton + FlashInfer composite 64: ``kernel_block_sizes=(64,)`` in
+        vllm/v1/attention/backends/triton_flashinfer.py).
         """
         return {
             AttentionBackend.FLASHMLA: 64,
             AttentionBackend.CUTLASS_MLA: 128,
             AttentionBackend.FLASHINFER_MLA: 32,
+            AttentionBackend.TRITON_FLASHINFER: 64,
         }.get(self, 16)
 
 
@@ -130,17 +140,29 @@ class Deployment:
     - ``mamba_ssm_cache_dtype``: ``auto`` = the model dtype.
     - ``tensor_parallel_size``, ``pipeline_parallel_size``.
     - ``num_gpu_blocks_override``, ``enable_prefix_caching`` (None = vLLM's
-      default: on, except for Mamba hybrids in cache mode ``none``),
+      default for the release: on, except for attention-free and
+      encoder-decoder models, and in 0.26 for Mamba hybrids; a Mamba cache mode
+      given implies it, ``none`` turns it off), ``mamba_cache_mode`` (None =
+      vLLM's: ``none`` without prefix caching, else ``align``, or in 0.26
+      ``all`` for models with Mamba prefix caching),
       ``enable_hybrid_kv_cache_manager``, ``attention_backend`` (None =
-      FlashAttention, or FlashMLA for MLA models), ``max_num_batched_tokens``,
-      ``mamba_cache_mode``.
+      FlashAttention, or FlashMLA for MLA models), ``max_num_batched_tokens``.
     - ``kv_cache_memory_per_gpu``: one figure per worker in rank order (vLLM's
       "Available KV cache memory" lines); empty = ``kv_cache_memory_bytes`` on
       every worker.
-    - ``async_scheduling`` (doubles ``max_in_flight_tokens`` without pipeline
-      parallelism), ``kv_connector_extra_config`` (None = no KV connector),
+    - ``async_scheduling``: None = vLLM's default for the release (on, except
+      for pooling models and, on 0.26's V1 model runner, speculative methods
+      other than EAGLE/MTP/n-gram-GPU/DSpark), as ``vllm serve`` and
+      ``kvpure plan`` resolve it; with it, sliding-window and chunked layers keep
+      ``max_concurrent_batches`` steps of tokens in flight.
+      ``kv_connector_extra_config`` (None = no KV connector),
       ``speculative_method`` and ``num_speculative_tokens``: passed to the
       planner's settings as vLLM's config holds them.
+    - ``max_num_batched_tokens``: 8192 is ``vllm serve``'s default on an
+      H100-class GPU (``kvpure.serve`` resolves it per GPU).
+    - ``vllm_version``: the release whose rules plan it (``0.26``, ``0.33``,
+      ``0.34``; ``X.Y.0`` is read as ``X.Y``), passed to the planner's
+      ``PlannerSettings.vllm_version``.
     """
 
     kv_cache_memory_bytes: int
@@ -157,14 +179,18 @@ class Deployment:
     enable_hybrid_kv_cache_manager: bool = True
     attention_backend: AttentionBackend | None = None
     max_num_batched_tokens: int = 8192
-    mamba_cache_mode: str = "none"
+    mamba_cache_mode: str | None = None
     kv_cache_memory_per_gpu: tuple[int, ...] = ()
-    async_scheduling: bool = False
+    async_scheduling: bool | None = None
     kv_connector_extra_config: PMap[str, object] | None = None
     speculative_method: str | None = None
     num_speculative_tokens: int | None = None
+    vllm_version: str = DEFAULT_VLLM_VERSION
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "vllm_version", normalize_vllm_version(self.vllm_version, field="vllm_version")
+        )
         _check("kv_cache_memory_bytes", self.kv_cache_memory_bytes, 0)
         _check("block_size", self.block_size, 1)
         _check("max_model_len", self.max_model_len, 1)
@@ -175,7 +201,8 @@ class Deployment:
         _check_choice("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
         _check_choice("dtype", self.dtype, MODEL_DTYPES)
         _check_choice("mamba_ssm_cache_dtype", self.mamba_ssm_cache_dtype, MODEL_DTYPES)
-        _check_choice("mamba_cache_mode", self.mamba_cache_mode, MAMBA_CACHE_MODES)
+        if self.mamba_cache_mode is not None:
+            _check_choice("mamba_cache_mode", self.mamba_cache_mode, MAMBA_CACHE_MODES)
         for memory in self.kv_cache_memory_per_gpu:
             _check("kv_cache_memory_per_gpu", memory, 0)
         _check("num_speculative_tokens", self.num_speculative_tokens, 1)

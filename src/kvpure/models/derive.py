@@ -43,6 +43,15 @@ from kvpure.models.layout import (
     ModelLayout,
     StateLayer,
 )
+from kvpure.serve.rules import (
+    POOLING_SUFFIXES,
+    ServeRules,
+    default_async_scheduling,
+    default_mamba_cache_mode,
+    default_prefix_caching,
+    serve_rules,
+    uses_model_runner_v2,
+)
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -233,10 +242,10 @@ def _attention_spec(
     )
 
 
-def _max_model_len(layout: ModelLayout, deployment: Deployment) -> int:
-    derived = layout.derived_max_model_len
+def _max_model_len(layout: ModelLayout, deployment: Deployment, rules: ServeRules) -> int:
+    derived, default = layout.context_lengths(yarn_factor=rules.yarn_factor_scales_max_model_len)
     if deployment.max_model_len is None:
-        return layout.default_max_model_len or derived
+        return default
     if deployment.max_model_len > derived:
         raise InvalidFieldError(
             field="--max-model-len",
@@ -247,10 +256,51 @@ def _max_model_len(layout: ModelLayout, deployment: Deployment) -> int:
     return deployment.max_model_len
 
 
+def _prefix_and_mamba_mode(
+    layout: ModelLayout, deployment: Deployment, rules: ServeRules
+) -> tuple[bool, str]:
+    """Prefix caching and the Mamba cache mode: as given, else the release's defaults.
+
+    A Mamba cache mode given without prefix caching implies it (mode ``none``
+    turns it off for a model with Mamba layers), as before releases differed.
+    """
+    has_mamba = bool(layout.mamba_layers)
+    prefix = deployment.enable_prefix_caching
+    mode = deployment.mamba_cache_mode
+    if prefix is None and mode is not None and has_mamba:
+        prefix = mode != "none" and not layout.is_encoder_decoder
+    if prefix is None:
+        prefix = default_prefix_caching(
+            rules,
+            has_attention=bool(layout.attention_layers),
+            has_mamba=has_mamba,
+            is_encoder_decoder=layout.is_encoder_decoder,
+        )
+    if mode is None:
+        mode = (
+            default_mamba_cache_mode(rules, architecture=layout.architecture, prefix_caching=prefix)
+            if has_mamba
+            else "none"
+        )
+    return prefix, mode
+
+
+def _async_scheduling(layout: ModelLayout, deployment: Deployment, rules: ServeRules) -> bool:
+    if deployment.async_scheduling is not None:
+        return deployment.async_scheduling
+    return default_async_scheduling(
+        rules,
+        pooling=layout.architecture.endswith(POOLING_SUFFIXES),
+        speculative_method=deployment.speculative_method,
+        pipeline_parallel_size=deployment.pipeline_parallel_size,
+    )
+
+
 def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> DerivedSpecs:
     """The per-worker specs and planner settings vLLM would use for this deployment."""
     tp = deployment.tensor_parallel_size
     pp = deployment.pipeline_parallel_size
+    rules = serve_rules(deployment.vllm_version)
     backend = _backend(layout, deployment)
     if layout.num_attention_heads % tp:
         raise InvalidFieldError(
@@ -266,7 +316,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     if ssm_name == "auto":
         ssm_name = layout.ssm_cache_dtype or "auto"
     ssm_dtype = model_dtype if ssm_name == "auto" else _MODEL_DTYPES[ssm_name]
-    max_model_len = _max_model_len(layout, deployment)
+    max_model_len = _max_model_len(layout, deployment, rules)
     requested_block_size = deployment.block_size or backend.default_block_size
     block_size = requested_block_size
     alignment = backend.kernel_block_alignment
@@ -280,6 +330,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
 
     mamba_layers = layout.mamba_layers
     attention_layers = layout.attention_layers
+    prefix_caching, mamba_mode = _prefix_and_mamba_mode(layout, deployment, rules)
     mamba_state = 0
     mamba_padded: int | None = None
     if mamba_layers:
@@ -306,7 +357,9 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
             backend=backend,
         ).page_size_bytes
         align = max(backend.kernel_block_alignment, block_size)
-        if deployment.mamba_cache_mode == "all":
+        if layout.uses_mla:
+            align = max(align, rules.hybrid_mla_block_alignment)
+        if mamba_mode == "all":
             chunk = lcm(layout.mamba_chunk_size or 256, align)
             block_size = chunk * cdiv(cdiv(mamba_state, one_token), chunk)
         else:
@@ -314,11 +367,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
         if block_size * one_token != mamba_state:
             mamba_padded = block_size * one_token
 
-    mamba_block_size = max_model_len if deployment.mamba_cache_mode == "none" else block_size
-    prefix_caching = deployment.enable_prefix_caching
-    if prefix_caching is None:
-        prefix_caching = not (mamba_layers and deployment.mamba_cache_mode == "none")
-        prefix_caching = prefix_caching and not layout.is_encoder_decoder
+    mamba_block_size = max_model_len if mamba_mode == "none" else block_size
 
     def spec_of(layer: AttentionLayer | StateLayer) -> KVCacheSpec:
         if isinstance(layer, STATE_LAYER_TYPES):
@@ -328,7 +377,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
                 dtypes=state_dtypes(layer, model_dtype, ssm_dtype),
                 page_size_padded=mamba_padded,
                 mamba_type=state_backend(layer),
-                mamba_cache_mode=deployment.mamba_cache_mode,
+                mamba_cache_mode=mamba_mode,
             )
         if layer.kind is AttentionKind.MLA_INDEXER:
             return indexer_spec(layer, block_size)
@@ -362,14 +411,16 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
         block_size=block_size,
         enable_prefix_caching=prefix_caching,
         num_gpu_blocks_override=deployment.num_gpu_blocks_override,
-        mamba_cache_mode=deployment.mamba_cache_mode,
+        mamba_cache_mode=mamba_mode,
         cache_dtype=cache_dtype,
         pipeline_parallel_size=pp,
         tensor_parallel_size=tp,
         disable_hybrid_kv_cache_manager=not deployment.enable_hybrid_kv_cache_manager,
         max_num_batched_tokens=deployment.max_num_batched_tokens,
         max_num_encoder_input_tokens=deployment.max_num_batched_tokens,
-        async_scheduling=deployment.async_scheduling,
+        async_scheduling=_async_scheduling(layout, deployment, rules),
+        use_v2_model_runner=uses_model_runner_v2(rules, deployment.speculative_method),
+        vllm_version=rules.vllm_version,
         kv_connector_extra_config=deployment.kv_connector_extra_config,
         speculative_method=deployment.speculative_method,
         num_speculative_tokens=deployment.num_speculative_tokens,

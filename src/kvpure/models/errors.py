@@ -68,7 +68,7 @@ class ModelNotCachedError(ModelConfigError):
 
     def __init__(self, *, model: str, looked: tuple[str, ...], hint: str = "") -> None:
         advice = hint or (
-            "download it first (huggingface-cli download "
+            "download it first (hf download "
             f"{model.split('@', 1)[0]} config.json) or pass its config.json"
         )
         super().__init__(

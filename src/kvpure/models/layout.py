@@ -194,6 +194,13 @@ class ModelLayout:
     ssm_cache_dtype: str | None = None
     planned_as: str | None = None
     is_encoder_decoder: bool = False
+    yarn_unscaled_max_model_len: tuple[int, int] | None = None
+    """``(derived, default)`` max_model_len when YaRN's factor is not applied
+    (vLLM 0.33+); None when they equal the two above."""
+    checkpoint_kv_cache_dtype: str | None = None
+    """The KV cache dtype the checkpoint's ``quantization_config`` names
+    (vLLM's ``get_kv_cache_quant_algo_string``: ``fp8_e4m3``, ``nvfp4``,
+    ``auto``), None when it names none."""
 
     def __post_init__(self) -> None:
         _positive("num_hidden_layers", self.num_hidden_layers)
@@ -204,6 +211,12 @@ class ModelLayout:
                     value=layer.index,
                     reason=f"must be in [0, {self.num_hidden_layers})",
                 )
+
+    def context_lengths(self, *, yarn_factor: bool = True) -> tuple[int, int]:
+        """``(derived, default)`` max_model_len under a release's YaRN rule."""
+        if not yarn_factor and self.yarn_unscaled_max_model_len is not None:
+            return self.yarn_unscaled_max_model_len
+        return self.derived_max_model_len, self.default_max_model_len or self.derived_max_model_len
 
     @property
     def uses_mla(self) -> bool:

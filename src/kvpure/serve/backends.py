@@ -1,4 +1,4 @@
-"""The attention backend vLLM 0.26 picks for a GPU and a model.
+"""The attention backend vLLM picks for a GPU and a model (0.26; 0.33/0.34 where they differ).
 
 vLLM walks a priority list per platform and takes the first backend whose
 ``validate_configuration`` finds nothing wrong (``CudaPlatform.get_valid_backends``
@@ -13,6 +13,12 @@ module keeps the lists and the checks that the KV cache depends on:
   FlashAttention, FlashInfer, Triton.
 - ROCm (AITER off, vLLM's default): MLA -> Triton MLA; otherwise ROCm attention
   (not with a KV connector, not with attention sinks), then Triton.
+- vLLM 0.33/0.34 (``ServeRules.mm_prefix_backends``): a multimodal prefix-LM
+  model (Gemma-3, PaliGemma: bidirectional attention over image tokens) first
+  tries a composite backend, Triton + FlashAttention on 9.x, Triton +
+  FlashInfer on 10.x (head sizes 256 and 512; the FlashInfer one has 64-token
+  kernel blocks); the rest of the lists is 0.26's for the backends kvpure
+  models (0.34 appends FlexAttention and TurboQuant, never reached here).
 
 Checks (each backend's class in ``vllm/v1/attention/backends``): compute
 capability, KV cache dtype, head size, attention sinks (gpt-oss), and a given
@@ -29,6 +35,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.models.deployment import AttentionBackend
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.gpus import GPU
+from kvpure.serve.rules import SERVE_RULES_0_34, ServeRules
 
 __all__ = ["BackendChoice", "has_attention_sinks", "select_attention_backend"]
 
@@ -118,6 +125,22 @@ def _rocm(q: BackendQuery) -> str | None:
     return _block_multiple_of(16)(q)
 
 
+def _triton_flash_attn(q: BackendQuery) -> str | None:
+    if _cc(q)[0] != 9:
+        return "needs compute capability 9.x (FlashAttention 3)"
+    if any(size not in (256, 512) for size in q.head_sizes):
+        return "head size must be 256 or 512"
+    return _flash_attn(q) or _triton(q)
+
+
+def _triton_flashinfer(q: BackendQuery) -> str | None:
+    if _cc(q)[0] != 10:
+        return "needs compute capability 10.x"
+    if any(size not in (256, 512) for size in q.head_sizes):
+        return "head size must be 256 or 512"
+    return _flashinfer(q) or _triton(q) or _block_multiple_of(64)(q)
+
+
 def _flash_attn_mla(q: BackendQuery) -> str | None:
     if _cc(q)[0] != 9:
         return "needs compute capability 9.x (FlashAttention 3)"
@@ -166,12 +189,27 @@ _CHECKS: Final[dict[AttentionBackend, Callable[[BackendQuery], str | None]]] = {
     B.FLASHINFER_MLA: _flashinfer_mla,
     B.CUTLASS_MLA: _cutlass_mla,
     B.TRITON_MLA: _triton_mla,
+    B.TRITON_FLASH_ATTN: _triton_flash_attn,
+    B.TRITON_FLASHINFER: _triton_flashinfer,
 }
+#: Multimodal prefix-LM architectures (vLLM's ``is_mm_prefix_lm``: model types
+#: gemma3, paligemma, molmo2, moondream3, bagel; vllm/transformers_utils/
+#: model_arch_config_convertor.py).
+MM_PREFIX_ARCHITECTURES: Final = frozenset(
+    {"Gemma3ForConditionalGeneration", "PaliGemmaForConditionalGeneration"}
+)
 
 
-def priorities(gpu: GPU, *, use_mla: bool) -> tuple[AttentionBackend, ...]:
-    """The platform's priority list for this GPU (the backends kvpure models)."""
+def priorities(gpu: GPU, *, use_mla: bool, mm_prefix: bool = False) -> tuple[AttentionBackend, ...]:
+    """The platform's priority list for this GPU (the backends kvpure models).
+
+    ``mm_prefix``: the model is a multimodal prefix LM and the release has the
+    composite backends (vLLM 0.33+).
+    """
     major = gpu.compute_capability[0]
+    if mm_prefix and not gpu.is_rocm and not use_mla:
+        composite = {9: (B.TRITON_FLASH_ATTN,), 10: (B.TRITON_FLASHINFER,)}.get(major, ())
+        return composite + priorities(gpu, use_mla=False)
     if gpu.is_rocm:
         return (B.TRITON_MLA,) if use_mla else (B.ROCM_ATTN, B.TRITON_ATTN)
     if use_mla:
@@ -212,8 +250,9 @@ def select_attention_backend(
     block_size: int | None,
     has_kv_connector: bool,
     requested: AttentionBackend | None = None,
+    rules: ServeRules = SERVE_RULES_0_34,
 ) -> BackendChoice:
-    """The backend vLLM 0.26 runs this model with on this GPU.
+    """The backend vLLM (``rules``' release) runs this model with on this GPU.
 
     ``requested`` (``--attention-backend``) is checked and kept, or refused
     with vLLM's reason; otherwise the first valid backend of the priority list.
@@ -242,7 +281,8 @@ def select_attention_backend(
             )
         return BackendChoice(backend=requested, rejected=())
     rejected: list[tuple[AttentionBackend, str]] = []
-    for backend in priorities(gpu, use_mla=layout.uses_mla):
+    mm_prefix = rules.mm_prefix_backends and layout.architecture in MM_PREFIX_ARCHITECTURES
+    for backend in priorities(gpu, use_mla=layout.uses_mla, mm_prefix=mm_prefix):
         reason = _CHECKS[backend](query)
         if reason is None:
             return BackendChoice(backend=backend, rejected=tuple(rejected))

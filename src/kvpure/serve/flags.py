@@ -17,6 +17,7 @@ from kvpure.field_checks import check_optional_int
 from kvpure.models.deployment import KV_CACHE_DTYPES, MODEL_DTYPES, AttentionBackend
 from kvpure.serve.gpus import GPU
 from kvpure.settings import MAMBA_CACHE_MODES
+from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
 __all__ = ["USAGE_CONTEXTS", "KVTransferConfig", "ServeFlags", "SpeculativeConfig"]
 
@@ -83,8 +84,23 @@ class ServeFlags:
     attention_backend: AttentionBackend | None = None
     mamba_cache_mode: str | None = None
     num_gpu_blocks_override: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory_given: bool = True
+    """False when ``kv_cache_memory_bytes`` is kvpure's estimate, not ``--kv-cache-memory``."""
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The release whose defaults apply (``--vllm``; normalised to ``X.Y``)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "vllm_version", normalize_vllm_version(self.vllm_version, field="--vllm")
+        )
+        utilization = self.gpu_memory_utilization
+        if utilization is not None and not 0 < utilization <= 1:
+            raise InvalidFieldError(
+                field="--gpu-memory-utilization",
+                value=utilization,
+                reason="must be a fraction in (0, 1], e.g. 0.9",
+            )
         if not self.kv_cache_memory_bytes:
             raise InvalidFieldError(
                 field="--kv-cache-memory", value="", reason="needs at least one figure"

@@ -102,7 +102,8 @@ def vllm_total_memory(gpu: GPU, *, given: bool) -> GPUTotal:
     return GPUTotal(
         term=term,
         source=f"the driver's {gpu.total_memory_bytes / _GIB:.2f} GiB less the "
-        f"{DRIVER_RESERVE / _GIB:.2f} GiB an H100 80GB keeps back",
+        f"{DRIVER_RESERVE / _GIB:.2f} GiB torch reports below the driver on an H100 80GB "
+        "(assumed alike here)",
     )
 
 

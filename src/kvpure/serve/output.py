@@ -14,7 +14,7 @@ from kvpure.report.capacity import CapacityReport
 from kvpure.serve.defaults import ServeSettings, Setting, Source
 from kvpure.serve.verdict import Verdict
 
-__all__ = ["final_settings", "render_serve_header", "serve_json"]
+__all__ = ["final_settings", "release_line", "render_serve_header", "serve_json"]
 
 
 def final_settings(
@@ -42,11 +42,18 @@ def final_settings(
     return tuple(settings)
 
 
-def _value_text(value: int | str | bool) -> str:
+def release_line(vllm_version: str) -> str:
+    """The report's first line: the vLLM release it answers for."""
+    return f"vLLM release: {vllm_version} (--vllm 0.26, 0.33 or 0.34; default 0.34)"
+
+
+def _value_text(value: int | str | bool | float) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:g}"
     return value
 
 
@@ -59,6 +66,11 @@ def render_serve_header(
         if verdict.fixes:
             lines.append("Any one of these would make it start:")
             lines.extend(f"  {fix}" for fix in verdict.fixes)
+        elif verdict.weights_do_not_fit:
+            lines.append(
+                "No single flag found makes it start: the weights need more GPUs "
+                "(tensor or pipeline parallel) or a larger GPU."
+            )
         else:
             lines.append("No single flag makes it start: give more --kv-cache-memory.")
     lines.append("")
@@ -70,7 +82,7 @@ def render_serve_header(
         else "none named (--gpu); an H100-80GB is assumed"
     )
     context = "vllm serve" if serve.usage_context == "serve" else "the LLM class"
-    lines.append(f"Settings (vLLM 0.26 for {context}; GPU: {gpu_text})")
+    lines.append(f"Settings (vLLM {serve.vllm_version} for {context}; GPU: {gpu_text})")
     width = max(len(name) for name, _ in settings)
     for name, setting in settings:
         note = f"; {setting.note}" if setting.note else ""
@@ -92,6 +104,7 @@ def serve_json(
     """``{"verdict": {...}, "settings": {name: {"value", "source"}}, "gpu": ...}``."""
     gpu = serve.gpu
     return {
+        "vllm_version": serve.vllm_version,
         "verdict": {
             "starts": verdict.starts,
             "kv_cache_capacity_tokens": verdict.tokens,
@@ -101,6 +114,7 @@ def serve_json(
             "data_parallel_size": verdict.data_parallel_size,
             "line": verdict.line,
             "fixes": list(verdict.fixes),
+            "weights_do_not_fit": verdict.weights_do_not_fit or None,
         },
         "settings": {
             name: {"value": setting.value, "source": setting.source.value}

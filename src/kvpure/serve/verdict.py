@@ -56,12 +56,15 @@ class Verdict:
     data_parallel_size: int
     error: KVPureError | None = field(default=None, compare=False)
     fixes: tuple[str, ...] = ()
+    weights_do_not_fit: str = ""
+    """Why the weights leave no KV memory (the estimated path), empty when they fit."""
 
     @property
     def line(self) -> str:
         """The one-line verdict the report opens with."""
         if not self.starts:
-            return f"Verdict: does NOT start ({self.max_model_len:,}-token requests do not fit)."
+            reason = self.weights_do_not_fit or f"{self.max_model_len:,}-token requests do not fit"
+            return f"Verdict: does NOT start ({reason})."
         engines = (
             f" per engine, x{self.data_parallel_size} engines"
             if (self.data_parallel_size > 1)
@@ -175,9 +178,13 @@ def _check_align_mode(derived: DerivedSpecs) -> None:
 
 
 def serve_verdict(
-    layout: ModelLayout, flags: ServeFlags
+    layout: ModelLayout, flags: ServeFlags, *, find_fixes: bool = True
 ) -> tuple[ServeSettings, Verdict, tuple[DerivedSpecs, KVCachePlan] | None]:
-    """The resolved settings, the verdict, and the plan when vLLM starts."""
+    """The resolved settings, the verdict, and the plan when vLLM starts.
+
+    ``find_fixes=False`` skips the re-planning for the flags that would make it
+    start (the caller has its own, e.g. when the weights do not fit).
+    """
     serve = resolve_serve_settings(layout, flags)
     max_len = serve["max_model_len"].value
     length = max_len if isinstance(max_len, int) else layout.derived_max_model_len
@@ -193,7 +200,7 @@ def serve_verdict(
             max_num_seqs=seqs,
             data_parallel_size=serve.data_parallel_size,
             error=err,
-            fixes=_fixes(layout, flags, serve, length),
+            fixes=_fixes(layout, flags, serve, length) if find_fixes else (),
         )
         return serve, verdict, None
     _check_align_mode(derived)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.models.config import HFConfig, default_max_model_len
+from kvpure.models.config import HFConfig, checkpoint_kv_cache_dtype, default_max_model_len
 from kvpure.models.layout import AttentionKind, AttentionLayer, ModelLayout, StateLayer
 
 __all__ = [
@@ -74,7 +74,18 @@ def model_layout_of(
         default_max_model_len=default_max_model_len(text),
         mamba_chunk_size=mamba_chunk_size,
         ssm_cache_dtype=ssm_cache_dtype,
+        yarn_unscaled_max_model_len=_yarn_unscaled(text),
+        checkpoint_kv_cache_dtype=checkpoint_kv_cache_dtype(top),
     )
+
+
+def _yarn_unscaled(text: HFConfig) -> tuple[int, int] | None:
+    lengths = (
+        text.derived_max_model_len(yarn_factor=False),
+        default_max_model_len(text, yarn_factor=False),
+    )
+    scaled = (text.derived_max_model_len(), default_max_model_len(text))
+    return None if lengths == scaled else lengths
 
 
 def with_defaults(cfg: HFConfig, defaults: dict[str, object]) -> HFConfig:
