@@ -19,10 +19,10 @@ from kvpure.memory_profile.estimate import (
     COEFFICIENTS,
     activation_gib,
     fit_coefficients,
-    parse_version,
 )
 from kvpure.memory_profile.evaluation import cuda_graph_errors, kv_errors, summarize
 from kvpure.memory_profile.profile_logs import ProfileLog, load_profile_logs, parse_profile_log
+from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules, parse_version
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = load_profile_logs(ROOT / "tests" / "data" / "memory_logs")
@@ -91,15 +91,18 @@ def test_activation_follows_the_sampler_change_in_0_17(version: str, logged: flo
         max_num_seqs=log.max_num_seqs,
         tp=1,
         last_stage=True,
-        version=parse_version(version),
+        rules=memory_profile_rules(version),
     )
     assert abs(got - logged) <= COEFFICIENTS.activation_band
 
 
-def test_versions_outside_the_fitted_range_are_refused() -> None:
-    for bad in ("0.14.1", "0.27.0", "latest"):
+def test_versions_outside_the_v1_range_are_refused() -> None:
+    for bad in ("0.35.0", "1.0", "latest", "0"):
         with pytest.raises(InvalidFieldError, match="vllm_version"):
             parse_version(bad)
+    for v0 in ("0.9.2", "0.8.5", "v0.6.3"):
+        with pytest.raises(V0EngineError, match="V0 engine"):
+            parse_version(v0)
 
 
 def test_malformed_records_are_refused_by_name() -> None:
@@ -142,7 +145,7 @@ def test_held_out_text_only_activation_is_within_its_band() -> None:
             max_num_seqs=log.max_num_seqs,
             tp=log.tensor_parallel_size,
             last_stage=log.pipeline_parallel_size == 1,
-            version=parse_version(log.vllm_version),
+            rules=memory_profile_rules(log.vllm_version),
         )
         errors.append(abs(got - log.activation_gib))
     assert len(errors) == 13

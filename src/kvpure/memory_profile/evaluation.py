@@ -14,14 +14,9 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvpure.memory_profile.estimate import (
-    Coefficients,
-    activation_gib,
-    cuda_graph_subtracted,
-    non_torch_gib,
-    parse_version,
-)
+from kvpure.memory_profile.estimate import Coefficients, activation_gib, non_torch_gib
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
+from kvpure.memory_profile.releases import memory_profile_rules
 
 __all__ = ["ErrorSummary", "KVError", "cuda_graph_errors", "kv_errors", "summarize"]
 
@@ -74,7 +69,7 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
         logged = _logged_kv(log)
         if logged is None or log.weights_gib is None:
             continue
-        version = parse_version(log.vllm_version)
+        rules = memory_profile_rules(log.vllm_version)
         tp, pp = log.tensor_parallel_size, log.pipeline_parallel_size
         activation = activation_gib(
             coef,
@@ -83,13 +78,17 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             max_num_seqs=log.max_num_seqs,
             tp=tp,
             last_stage=pp == 1,
-            version=version,
+            rules=rules,
+            dtype_bytes=log.dtype_bytes,
         )
-        graph = coef.cuda_graph if cuda_graph_subtracted(version) else 0.0
-        band = coef.activation_band + coef.non_torch_band
-        band += coef.cuda_graph_band if cuda_graph_subtracted(version) else 0.0
+        subtract = rules.cuda_graph_subtracted and not log.enforce_eager
+        graph = coef.cuda_graph if subtract else 0.0
+        bands = [coef.activation_band, coef.non_torch_band]
+        bands += [coef.cuda_graph_band] if subtract else []
+        band = math.sqrt(sum(b * b for b in bands)) + rules.thin_data_band_gib
         requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
-        predicted = requested - log.weights_gib - activation - non_torch_gib(coef, tp=tp, pp=pp)
+        non_torch = non_torch_gib(coef, tp=tp, pp=pp, rules=rules)
+        predicted = requested - log.weights_gib - activation - non_torch
         out.append(
             KVError(
                 name=log.name, predicted_gib=predicted - graph, logged_gib=logged, band_gib=band
