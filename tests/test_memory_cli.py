@@ -140,7 +140,8 @@ def test_the_budget_uses_the_resolved_serve_settings(capsys: pytest.CaptureFixtu
     total = find_gpu("L4").total_memory_bytes - DRIVER_RESERVE
     (direct,) = estimate_memory_budget(
         parse_model_config(json.loads(Path(LLAMA).read_text())),
-        ProfileSettings(vllm_version="0.26.0", 
+        ProfileSettings(
+            vllm_version="0.26.0",
             total_gpu_bytes=total,
             gpu_memory_utilization=0.95,
             max_num_batched_tokens=2048,

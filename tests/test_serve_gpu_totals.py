@@ -130,7 +130,15 @@ def test_the_cli_budget_starts_from_the_recorded_total(
     recorded = torch_total(name)
     assert recorded is not None
     data = _plan(
-        [LLAMA, "--gpu", name, "--gpu-memory-utilization", "0.9", "--memory-profile-version", "0.26"],
+        [
+            LLAMA,
+            "--gpu",
+            name,
+            "--gpu-memory-utilization",
+            "0.9",
+            "--memory-profile-version",
+            "0.26",
+        ],
         capsys,
     )
     (m,) = data["memory"]

@@ -276,6 +276,7 @@ def estimate_memory_budget(
                 non_torch=non_torch,
                 cuda_graph=graph,
                 rocm=settings.rocm,
+                tp=parallel.tp,
             )
             kv, margin, used = sized.kv_cache_bytes, sized.margin_bytes, sized.terms
         else:

@@ -18,7 +18,15 @@ from kvpure.memory_profile.estimate import Coefficients, activation_gib, non_tor
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
 from kvpure.memory_profile.releases import memory_profile_rules
 
-__all__ = ["ErrorSummary", "KVError", "cuda_graph_errors", "kv_errors", "summarize"]
+__all__ = [
+    "ErrorSummary",
+    "KVError",
+    "cuda_graph_errors",
+    "error_table",
+    "kv_errors",
+    "render_error_table",
+    "summarize",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +37,9 @@ class KVError:
     predicted_gib: float
     logged_gib: float
     band_gib: float
+    release: str = ""
+    """The rules range of the log's vLLM version (``0.17-0.20``...)."""
+    gpu: str = ""
 
     @property
     def error_gib(self) -> float:
@@ -91,7 +102,12 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
         predicted = requested - log.weights_gib - activation - non_torch
         out.append(
             KVError(
-                name=log.name, predicted_gib=predicted - graph, logged_gib=logged, band_gib=band
+                name=log.name,
+                predicted_gib=predicted - graph,
+                logged_gib=logged,
+                band_gib=band,
+                release=rules.releases,
+                gpu=log.gpu,
             )
         )
     return tuple(out)
@@ -120,3 +136,34 @@ def cuda_graph_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[f
     return tuple(
         coef.cuda_graph - log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None
     )
+
+
+def error_table(errors: Iterable[KVError]) -> tuple[tuple[str, str, ErrorSummary], ...]:
+    """One summary per (vLLM release range, GPU), then per release range, then per GPU.
+
+    Rows are ``(release, gpu, summary)``; ``"all"`` marks the dimension summed over.
+    """
+    errors = tuple(errors)
+    keys = sorted({(e.release, e.gpu) for e in errors})
+    rows = [(r, g, summarize(e for e in errors if (e.release, e.gpu) == (r, g))) for r, g in keys]
+    releases = sorted({e.release for e in errors})
+    gpus = sorted({e.gpu for e in errors})
+    if len(keys) > 1:
+        rows += [(r, "all", summarize(e for e in errors if e.release == r)) for r in releases]
+        rows += [("all", g, summarize(e for e in errors if e.gpu == g)) for g in gpus]
+    rows.append(("all", "all", summarize(errors)))
+    return tuple(rows)
+
+
+def render_error_table(errors: Iterable[KVError]) -> str:
+    """:func:`error_table` as the Markdown table docs/memory-profile.md prints."""
+    lines = [
+        "| vLLM | GPU | logs | median abs error (GiB) | max | inside the band |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for release, gpu, s in error_table(errors):
+        lines.append(
+            f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.max:.2f} | "
+            f"{s.within_band} of {s.count} |"
+        )
+    return "\n".join(lines)

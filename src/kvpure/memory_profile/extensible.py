@@ -16,8 +16,10 @@ runs warm-up and graph capture, then commits::
 and warm-up can only raise it; the torch reservation growth is not larger in
 vLLM's own measurements, so it is the transient peak here. ``init_free`` is the
 GPU's total less what the CUDA context and NCCL hold before vLLM's first
-snapshot (about 0.5 GiB, as the first line of every H100 log shows), with a
-0.3 GiB band of its own. vLLM never sizes a cache below zero; kvpure keeps
+snapshot: "Initial free memory" in the bundled H100 logs is 78.68 of 79.19 GiB
+on one GPU (0.51 GiB held) and 77.12-77.66 GiB with TP 2 or 4 (1.53-2.07 GiB,
+NCCL's communicators are created before the snapshot), so 0.5 +/- 0.15 GiB on
+one GPU and 1.8 +/- 0.3 GiB with TP > 1. vLLM never sizes a cache below zero; kvpure keeps
 the signed figure so that "does not start" stays visible.
 """
 
@@ -30,11 +32,22 @@ from kvpure.memory_profile.profile_logs import GIB
 from kvpure.memory_profile.releases import MemoryProfileRules
 from kvpure.memory_profile.terms import MemoryTerm
 
-__all__ = ["CONTEXT_BAND_GIB", "CONTEXT_GIB", "ExtensibleSize", "extensible_kv_cache_bytes"]
+__all__ = [
+    "CONTEXT_BAND_GIB",
+    "CONTEXT_GIB",
+    "CONTEXT_TP_BAND_GIB",
+    "CONTEXT_TP_GIB",
+    "ExtensibleSize",
+    "extensible_kv_cache_bytes",
+    "measure_kv_cache_bytes",
+]
 
 CONTEXT_GIB: Final = 0.5
-"""Memory in use before vLLM's initial snapshot (CUDA context, NCCL), GiB."""
-CONTEXT_BAND_GIB: Final = 0.3
+"""Memory in use before vLLM's initial snapshot on one GPU (the CUDA context), GiB."""
+CONTEXT_BAND_GIB: Final = 0.15
+CONTEXT_TP_GIB: Final = 1.8
+"""The same with TP > 1 (the context and NCCL's communicators), GiB."""
+CONTEXT_TP_BAND_GIB: Final = 0.3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,11 +86,13 @@ def extensible_kv_cache_bytes(
     non_torch: MemoryTerm,
     cuda_graph: MemoryTerm,
     rocm: bool,
+    tp: int = 1,
 ) -> ExtensibleSize:
     """The KV bytes 0.34 commits for one worker, from the estimated terms."""
-    context = MemoryTerm(
-        bytes=round(CONTEXT_GIB * GIB), exact=False, error_bytes=round(CONTEXT_BAND_GIB * GIB)
+    held, band = (
+        (CONTEXT_TP_GIB, CONTEXT_TP_BAND_GIB) if tp > 1 else (CONTEXT_GIB, CONTEXT_BAND_GIB)
     )
+    context = MemoryTerm(bytes=round(held * GIB), exact=False, error_bytes=round(band * GIB))
     transient = activation.bytes + cuda_graph.bytes
     available, margin = measure_kv_cache_bytes(
         init_free_bytes=total_bytes - context.bytes,
