@@ -14,6 +14,7 @@ vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py`` (no CUDA-graph term) and
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import fields
@@ -76,7 +77,7 @@ def test_the_ranges_tile_0_10_to_0_34_and_each_record_differs_from_the_last() ->
     minors = [m for r in MEMORY_PROFILE_RULES for m in range(r.first[1], r.last[1] + 1)]
     assert minors == list(range(10, 35))
     changed = {f.name for f in fields(MEMORY_PROFILE_RULES[0])} - {"releases", "first", "last"}
-    for older, newer in zip(MEMORY_PROFILE_RULES, MEMORY_PROFILE_RULES[1:], strict=False):
+    for older, newer in itertools.pairwise(MEMORY_PROFILE_RULES):
         assert any(getattr(older, n) != getattr(newer, n) for n in changed), newer.releases
 
 
@@ -85,9 +86,10 @@ def test_v0_releases_are_refused_in_one_line_that_says_so() -> None:
         parse_version("0.9.2")
     message = str(info.value)
     assert "\n" not in message
-    assert "V0 engine" in message and "vllm_version" in message
+    assert "V0 engine" in message
+    assert "vllm_version" in message
     assert isinstance(info.value, ValueError)
-    with pytest.raises(InvalidFieldError, match="0.10 to 0.34"):
+    with pytest.raises(InvalidFieldError, match=r"0\.10 to 0\.34"):
         memory_profile_rules("0.35.0")
 
 
@@ -174,7 +176,8 @@ def test_enforce_eager_charges_no_cuda_graphs(version: str) -> None:
     eager = ServeSettings(total_gpu_bytes=H100, vllm_version=version, enforce_eager=True)
     (g,) = estimate_memory_budget(_llama(), graphs)
     (e,) = estimate_memory_budget(_llama(), eager)
-    assert e.cuda_graph_bytes == 0 and e.cuda_graph.exact
+    assert e.cuda_graph_bytes == 0
+    assert e.cuda_graph.exact
     subtracted = memory_profile_rules(version).cuda_graph_subtracted
     if memory_profile_rules(version).extensible_kv_cache:
         assert e.kv_cache_bytes > g.kv_cache_bytes
@@ -202,7 +205,8 @@ def test_cli_enforce_eager_and_memory_profile_version(capsys: pytest.CaptureFixt
     graphs = json.loads(capsys.readouterr().out)["memory"][0]
     assert main([*argv, "--enforce-eager"]) == 0
     eager = json.loads(capsys.readouterr().out)["memory"][0]
-    assert eager["enforce_eager"] is True and eager["cuda_graph_bytes"] == 0
+    assert eager["enforce_eager"] is True
+    assert eager["cuda_graph_bytes"] == 0
     assert eager["kv_cache_bytes"] - graphs["kv_cache_bytes"] == graphs["cuda_graph_bytes"]
     assert graphs["memory_profile"] == "0.21-0.26"
     assert graphs["gpu_memory_utilization"] == 0.92  # vLLM 0.26's unset value
@@ -212,7 +216,8 @@ def test_cli_refuses_v0_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", str(LLAMA), "--gpu", "H100", "--memory-profile-version", "0.8.5"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("kvpure: error: --memory-profile-version") and "V0 engine" in err
+    assert err.startswith("kvpure: error: --memory-profile-version")
+    assert "V0 engine" in err
     assert "\n" not in err
 
 

@@ -180,7 +180,7 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
 
 
 def parse_version(text: str, *, field: str = "vllm_version") -> Version:
-    """``"0.19.0"``, ``"v0.11.2"``, ``"0.34"`` -> ``(0, minor)``; V0 and unknown releases refused."""
+    """``"0.19.0"``, ``"v0.11.2"``, ``"0.34"`` -> ``(0, minor)``; V0 and unknown ones refused."""
     parts = text.strip().lstrip("v").split(".") if isinstance(text, str) else []
     try:
         version = (int(parts[0]), int(parts[1].split("+")[0].split("rc")[0]))
