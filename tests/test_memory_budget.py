@@ -54,7 +54,7 @@ def test_cuda_graphs_are_subtracted_from_0_21() -> None:
     assert new.cuda_graph_subtracted
     assert not old.cuda_graph_subtracted
     assert old.kv_cache_bytes - new.kv_cache_bytes == new.cuda_graph_bytes
-    assert new.cuda_graph_bytes == round(COEFFICIENTS.cuda_graph * GIB)
+    assert new.cuda_graph_bytes == round(COEFFICIENTS.cuda_graph_per_layer * 32 * GIB)
 
 
 def test_weights_from_tensors_are_exact_and_per_worker() -> None:

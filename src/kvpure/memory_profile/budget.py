@@ -22,6 +22,7 @@ from kvpure.memory_profile.estimate import (
     FITTED_VERSIONS,
     Coefficients,
     activation_gib,
+    cuda_graph_gib,
     non_torch_gib,
 )
 from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
@@ -239,7 +240,9 @@ def estimate_memory_budget(
     if settings.enforce_eager:
         graph = MemoryTerm(bytes=0, exact=True)
     else:
-        graph = _gib_term(coefficients.cuda_graph, coefficients.cuda_graph_band)
+        graph = _gib_term(
+            cuda_graph_gib(coefficients, shape, pp=parallel.pp), coefficients.cuda_graph_band
+        )
     subtract = rules.cuda_graph_subtracted or rules.extensible_kv_cache
     non_torch = _gib_term(
         non_torch_gib(coefficients, tp=parallel.tp, pp=parallel.pp, rules=rules),

@@ -55,6 +55,8 @@ __all__ = [
     "FITTED_VERSIONS",
     "Version",
     "activation_gib",
+    "cuda_graph_gib",
+    "stage_layers",
     "cuda_graph_subtracted",
     "fit_coefficients",
     "ffn_gib",
@@ -90,7 +92,8 @@ class Coefficients:
     non_torch_tensor_parallel_nccl_only: float
     non_torch_pipeline: float
     non_torch_band: float
-    cuda_graph: float
+    cuda_graph_per_layer: float
+    """GiB of ``Estimated CUDA graph memory`` per decoder layer (the layers a worker runs)."""
     cuda_graph_band: float
 
 
@@ -136,6 +139,21 @@ def activation_gib(
     forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp) * width
     moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
     return max(sampler, forward) + moe
+
+
+def stage_layers(shape: ModelShape, pp: int) -> int:
+    """Decoder layers on one pipeline stage (the larger share), at least one."""
+    return max(1, -(-shape.num_hidden_layers // pp))
+
+
+def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
+    """The estimated ``Estimated CUDA graph memory``: a fitted size per decoder layer.
+
+    The graphs vLLM captures hold each layer's static inputs and outputs, so the
+    logged estimate grows with the layers a worker runs (0.52 GiB for Gemma-2-2B's
+    26 layers, 1.70-1.82 GiB for Llama-3.3-70B's 80).
+    """
+    return coef.cuda_graph_per_layer * stage_layers(shape, pp)
 
 
 def non_torch_gib(coef: Coefficients, *, tp: int, pp: int, rules: MemoryProfileRules) -> float:
@@ -262,8 +280,18 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         classes[key].append(log.non_torch_gib)
     medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
-    graphs = [log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None]
-    graph = round(statistics.median(graphs), 4) if graphs else 0.0
+    graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
+    per_layer = [
+        (log.cuda_graph_gib or 0.0) / stage_layers(log.shape, log.pipeline_parallel_size)
+        for log in graph_logs
+    ]
+    graph = round(statistics.median(per_layer), 5) if per_layer else 0.0
+    graphs = [
+        (log.cuda_graph_gib or 0.0)
+        - graph * stage_layers(log.shape, log.pipeline_parallel_size)
+        + graph
+        for log in graph_logs
+    ]
     return Coefficients(
         activation_base=round(base, 4),
         logits_factor=round(factor, 4),
@@ -276,7 +304,7 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         non_torch_tensor_parallel_nccl_only=medians["tp_nccl"],
         non_torch_pipeline=medians["pp"],
         non_torch_band=nt_band,
-        cuda_graph=graph,
+        cuda_graph_per_layer=graph,
         cuda_graph_band=_band(g - graph for g in graphs),
     )
 
@@ -293,7 +321,7 @@ COEFFICIENTS: Final = Coefficients(
     non_torch_tensor_parallel_nccl_only=0.0,
     non_torch_pipeline=0.07,
     non_torch_band=0.22,
-    cuda_graph=0.775,
-    cuda_graph_band=0.26,
+    cuda_graph_per_layer=0.02446,
+    cuda_graph_band=0.25,
 )
 """The shipped fit: :func:`fit_coefficients` over the ``fit`` logs of tests/data/memory_logs."""

@@ -14,7 +14,12 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvpure.memory_profile.estimate import Coefficients, activation_gib, non_torch_gib
+from kvpure.memory_profile.estimate import (
+    Coefficients,
+    activation_gib,
+    cuda_graph_gib,
+    non_torch_gib,
+)
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
 from kvpure.memory_profile.releases import memory_profile_rules
 
@@ -93,7 +98,7 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             dtype_bytes=log.dtype_bytes,
         )
         subtract = rules.cuda_graph_subtracted and not log.enforce_eager
-        graph = coef.cuda_graph if subtract else 0.0
+        graph = cuda_graph_gib(coef, log.shape, pp=pp) if subtract else 0.0
         bands = [coef.activation_band, coef.non_torch_band]
         bands += [coef.cuda_graph_band] if subtract else []
         band = math.sqrt(sum(b * b for b in bands)) + rules.thin_data_band_gib
@@ -134,7 +139,9 @@ def summarize(errors: Iterable[KVError]) -> ErrorSummary:
 def cuda_graph_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[float, ...]:
     """Estimated minus logged ``Estimated CUDA graph memory`` for every log that prints it."""
     return tuple(
-        coef.cuda_graph - log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None
+        cuda_graph_gib(coef, log.shape, pp=log.pipeline_parallel_size) - log.cuda_graph_gib
+        for log in logs
+        if log.cuda_graph_gib is not None
     )
 
 
