@@ -57,13 +57,22 @@ def memory_sweep_rows(
     values: tuple[str, ...],
     *,
     model_folder: Path | None,
+    vllm_version: str | None = None,
 ) -> tuple[MemorySweepRow, ...]:
-    """One row per value (bad values become rows with their error, one line)."""
+    """One row per value (bad values become rows with their error, one line).
+
+    ``vllm_version`` (``--vllm``) names the release whose memory profile is estimated.
+    """
     rows = []
     for value in values:
         try:
             case = memory_case(
-                config, layout, {**options, name: value}, model_folder=model_folder, longest=True
+                config,
+                layout,
+                {**options, name: value},
+                model_folder=model_folder,
+                longest=True,
+                vllm_version=vllm_version,
             )
         except KVPureError as err:
             rows.append(MemorySweepRow(value=value, case=None, error=str(err).splitlines()[0]))
@@ -134,9 +143,12 @@ def memory_sweep(
     *,
     model_folder: Path | None,
     as_json: bool,
+    vllm_version: str | None = None,
 ) -> str:
     """The sweep table (or its JSON) and the one-line answer."""
-    rows = memory_sweep_rows(config, layout, options, name, values, model_folder=model_folder)
+    rows = memory_sweep_rows(
+        config, layout, options, name, values, model_folder=model_folder, vllm_version=vllm_version
+    )
     answer = sweep_answer(name, rows)
     if not as_json:
         note = (
