@@ -67,8 +67,8 @@ __all__ = [
 ]
 
 FITTED_VERSIONS: Final = (
-    "0.10-0.34 (activation fitted on 0.11-0.19 logs; see docs/memory-profile.md for the "
-    "logs per release and GPU)"
+    "0.10-0.34 (fitted on vLLM 0.15-0.19 H100 logs; docs/memory-profile.md gives the error "
+    "per release and GPU)"
 )
 
 
@@ -279,6 +279,10 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         )
         classes[key].append(log.non_torch_gib)
     medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
+    if not classes["tp_nccl"]:
+        # No log of TP > 1 before 0.15: NCCL's state alone is about one GPU's
+        # non-torch memory (0.29 GiB logged on 0.11 against 0.24-0.26 on one GPU).
+        medians["tp_nccl"] = medians["single"]
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
     graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
     per_layer = [
@@ -318,7 +322,7 @@ COEFFICIENTS: Final = Coefficients(
     activation_band=0.14,
     non_torch_single=0.25,
     non_torch_tensor_parallel=2.1,
-    non_torch_tensor_parallel_nccl_only=0.0,
+    non_torch_tensor_parallel_nccl_only=0.25,
     non_torch_pipeline=0.07,
     non_torch_band=0.22,
     cuda_graph_per_layer=0.02446,
