@@ -129,7 +129,18 @@ def test_the_cli_budget_starts_from_the_recorded_total(
 ) -> None:
     recorded = torch_total(name)
     assert recorded is not None
-    data = _plan([LLAMA, "--gpu", name, "--gpu-memory-utilization", "0.9"], capsys)
+    data = _plan(
+        [
+            LLAMA,
+            "--gpu",
+            name,
+            "--gpu-memory-utilization",
+            "0.9",
+            "--memory-profile-version",
+            "0.26",
+        ],
+        capsys,
+    )
     (m,) = data["memory"]
     assert m["total_bytes"] == recorded.bytes
     assert m["terms"]["total"] == {"exact": False, "error_bytes": recorded.error_bytes}
@@ -139,6 +150,7 @@ def test_the_cli_budget_starts_from_the_recorded_total(
     (direct,) = estimate_memory_budget(
         parse_model_config(json.loads(Path(LLAMA).read_text())),
         ProfileSettings(
+            vllm_version="0.26.0",
             total_gpu_bytes=recorded.bytes,
             gpu_memory_utilization=0.9,
             max_num_batched_tokens=settings["max_num_batched_tokens"]["value"],

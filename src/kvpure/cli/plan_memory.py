@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Final
 
 from kvpure.cli.errors import MissingOptionError
+from kvpure.cli.option_values import parse_bool
 from kvpure.cli.plan_options import Option
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, format_gib
 from kvpure.memory_profile.budget import render_vllm_log
-from kvpure.memory_profile.estimate import parse_version
+from kvpure.memory_profile.releases import parse_version
 from kvpure.models.config import HFConfig
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.defaults import ServeSettings, resolve_serve_settings
@@ -39,6 +40,7 @@ from kvpure.serve.memory import (
     model_folder_tensors,
     worker_memory,
 )
+from kvpure.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
     "MEMORY_OPTIONS",
@@ -56,9 +58,9 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         name="gpu_memory_utilization",
         flags=("--gpu-memory-utilization",),
         metavar="FRACTION",
-        help="share of the GPU's memory vLLM may use (default: vLLM's, 0.92, or 1.0 under "
-        "0.34's extensible KV cache); with --gpu and without "
-        "--kv-cache-memory the KV cache memory is estimated from it",
+        help="share of the GPU's memory vLLM may use (default: the release's, 0.9 before "
+        "vLLM 0.21, 0.92 from 0.21, 1.0 under 0.34's extensible KV cache); with --gpu and "
+        "without --kv-cache-memory the KV cache memory is estimated from it",
     ),
     Option(
         name="quantization",
@@ -71,11 +73,20 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         name="memory_profile_version",
         flags=("--memory-profile-version",),
         metavar="VERSION",
-        help="the vLLM release whose start-up memory profile is estimated (0.15 to 0.26; "
-        "default 0.26.0), e.g. to compare with an older server's log; the plan stays vLLM 0.26's",
+        help="the vLLM release whose start-up memory profile is estimated (V1 releases 0.10 "
+        "to 0.34; default --vllm's), e.g. to compare with an older server's log",
+    ),
+    Option(
+        name="enforce_eager",
+        flags=("--enforce-eager",),
+        metavar="on|off",
+        help="vLLM's --enforce-eager: no CUDA graphs are captured, so none are charged "
+        "(default off)",
     ),
 )
 _NAMES: Final = frozenset(option.name for option in MEMORY_OPTIONS)
+#: Options that, as in ``vllm serve``, may also be given bare (``--enforce-eager`` = on).
+_SWITCHES: Final = frozenset({"enforce_eager"})
 _PLACEHOLDER: Final = "1GiB"
 
 
@@ -85,6 +96,16 @@ def add_memory_options(parser: argparse.ArgumentParser) -> None:
         "memory estimate (with --gpu or --gpu-memory, when --kv-cache-memory is not given)"
     )
     for option in MEMORY_OPTIONS:
+        if option.name in _SWITCHES:
+            group.add_argument(
+                *option.flags,
+                dest=f"opt_{option.name}",
+                metavar=option.metavar,
+                help=option.help,
+                nargs="?",
+                const="on",
+            )
+            continue
         group.add_argument(
             *option.flags, dest=f"opt_{option.name}", metavar=option.metavar, help=option.help
         )
@@ -122,14 +143,11 @@ def parse_utilization(text: str) -> float:
     return value
 
 
-def _profile_version(text: str) -> str:
-    """``--memory-profile-version`` checked (a release the estimate was fitted for)."""
-    try:
-        parse_version(text)
-    except InvalidFieldError as err:
-        raise InvalidFieldError(
-            field="--memory-profile-version", value=text, reason=err.reason
-        ) from None
+def _profile_version(text: str | None, vllm_version: str | None) -> str:
+    """``--memory-profile-version``, else ``--vllm``'s release, else the default (checked)."""
+    if text is None:
+        return vllm_version or DEFAULT_VLLM_VERSION
+    parse_version(text, field="--memory-profile-version")
     return text.strip().lstrip("v")
 
 
@@ -160,8 +178,14 @@ def memory_case(
     *,
     model_folder: Path | None,
     longest: bool = False,
+    vllm_version: str | None = None,
 ) -> MemoryCase:
-    """Estimate every worker's KV memory from the GPU and plan at both ends of the band."""
+    """Estimate every worker's KV memory from the GPU and plan at both ends of the band.
+
+    ``vllm_version`` (``--vllm``) names the release whose memory profile is
+    estimated unless ``--memory-profile-version`` is given; the default is
+    :data:`kvpure.versions.DEFAULT_VLLM_VERSION`.
+    """
     serve_texts, memory_texts = split_memory_options(options)
     if "gpu" not in serve_texts and "gpu_memory" not in serve_texts:
         raise MissingOptionError(
@@ -182,8 +206,10 @@ def memory_case(
     gpu = flags.gpu
     if gpu is None:  # unreachable: --gpu or --gpu-memory was given above
         raise MissingOptionError(option="--gpu", reason="to estimate the KV cache memory")
-    # The release's default when not given (0.92; 1.0 under 0.34's extensible KV cache).
-    utilization = serve.gpu_memory_utilization
+    util_text = memory_texts.get("gpu_memory_utilization")
+    utilization = None if util_text is None else parse_utilization(util_text)
+    eager_text = memory_texts.get("enforce_eager")
+    eager = eager_text is not None and parse_bool(eager_text, field="--enforce-eager")
     workers = worker_memory(
         config,
         serve,
@@ -193,7 +219,10 @@ def memory_case(
         gpu_memory_utilization=utilization,
         quantization=memory_texts.get("quantization"),
         tensors=model_folder_tensors(model_folder),
-        vllm_version=_profile_version(memory_texts.get("memory_profile_version", "0.26.0")),
+        vllm_version=_profile_version(
+            memory_texts.get("memory_profile_version"), vllm_version or flags.vllm_version
+        ),
+        enforce_eager=eager,
     )
     outcome = band_outcome(layout, flags, workers, longest=longest)
     return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)

@@ -63,13 +63,22 @@ def memory_sweep_rows(
     values: tuple[str, ...],
     *,
     model_folder: Path | None,
+    vllm_version: str | None = None,
 ) -> tuple[MemorySweepRow, ...]:
-    """One row per value (bad values become rows with their error, one line)."""
+    """One row per value (bad values become rows with their error, one line).
+
+    ``vllm_version`` (``--vllm``) names the release whose memory profile is estimated.
+    """
     rows = []
     for value in values:
         try:
             case = memory_case(
-                config, layout, {**options, name: value}, model_folder=model_folder, longest=True
+                config,
+                layout,
+                {**options, name: value},
+                model_folder=model_folder,
+                longest=True,
+                vllm_version=vllm_version,
             )
         except KVPureError as err:
             rows.append(MemorySweepRow(value=value, case=None, error=str(err).splitlines()[0]))
@@ -140,9 +149,12 @@ def memory_sweep(
     *,
     model_folder: Path | None,
     as_json: bool,
+    vllm_version: str | None = None,
 ) -> str:
     """The sweep table (or its JSON) and the one-line answer."""
-    rows = memory_sweep_rows(config, layout, options, name, values, model_folder=model_folder)
+    rows = memory_sweep_rows(
+        config, layout, options, name, values, model_folder=model_folder, vllm_version=vllm_version
+    )
     return render_memory_sweep(name, rows, as_json=as_json)
 
 

@@ -22,15 +22,18 @@ from kvpure.memory_profile.estimate import (
     FITTED_VERSIONS,
     Coefficients,
     activation_gib,
-    cuda_graph_subtracted,
+    cuda_graph_gib,
     non_torch_gib,
-    parse_version,
 )
+from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
 from kvpure.memory_profile.profile_logs import GIB, ModelShape
+from kvpure.memory_profile.releases import MemoryProfileRules, memory_profile_rules
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism
-from kvpure.memory_profile.weights import worker_weights
+from kvpure.memory_profile.terms import MemoryTerm
+from kvpure.memory_profile.weights import served_dtype_bytes, worker_weights
 from kvpure.models.config import HFConfig
+from kvpure.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
     "MemoryBudget",
@@ -42,40 +45,53 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryTerm:
-    """One term of the budget: its bytes, whether exact, and the half-width of its band."""
-
-    bytes: int
-    exact: bool
-    error_bytes: int = 0
-
-    def to_json(self) -> dict[str, object]:
-        """``{"bytes", "exact", "error_bytes"}``."""
-        return {"bytes": self.bytes, "exact": self.exact, "error_bytes": self.error_bytes}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ServeSettings:
-    """The ``vllm serve`` settings the memory profile depends on."""
+    """The ``vllm serve`` settings the memory profile depends on.
+
+    ``gpu_memory_utilization=None`` is vLLM's unset value: 0.9, 0.92 from 0.21,
+    1.0 under 0.34's extensible KV cache (``MemoryProfileRules``).
+    ``enforce_eager`` captures no CUDA graphs, so none are charged; ``rocm``
+    selects ROCm's 3 GiB margin floor of the extensible KV cache.
+    """
 
     total_gpu_bytes: int
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = 0.9
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 1024
     dtype: str = "auto"
     quantization: str | None = None
-    vllm_version: str = "0.26.0"
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    enforce_eager: bool = False
+    rocm: bool = False
 
     def __post_init__(self) -> None:
         check_int("total_gpu_bytes", self.total_gpu_bytes, minimum=1)
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=1)
         check_int("max_num_seqs", self.max_num_seqs, minimum=1)
         util = self.gpu_memory_utilization
-        if isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1:
+        if util is not None and (
+            isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1
+        ):
             raise InvalidFieldError(
                 field="gpu_memory_utilization", value=util, reason="must be in (0, 1]"
             )
-        parse_version(self.vllm_version)
+        for name in ("enforce_eager", "rocm"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidFieldError(
+                    field=name, value=getattr(self, name), reason="must be true or false"
+                )
+        memory_profile_rules(self.vllm_version)
+
+    @property
+    def rules(self) -> MemoryProfileRules:
+        """The memory-profile rules of ``vllm_version``."""
+        return memory_profile_rules(self.vllm_version)
+
+    @property
+    def resolved_gpu_memory_utilization(self) -> float:
+        """The utilization vLLM uses: the given one, else the release's unset value."""
+        util = self.gpu_memory_utilization
+        return self.rules.unset_gpu_memory_utilization if util is None else float(util)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +115,13 @@ class MemoryBudget:
     kv_cache_bytes_high: int
     vllm_version: str
     fitted_versions: str
+    memory_profile: str = "0.21-0.26"
+    """The range of releases whose formula applies (``MemoryProfileRules.releases``)."""
+    enforce_eager: bool = False
+    non_kv_from_consumed: bool = False
+    extensible_kv_cache: bool = False
+    margin_bytes: int = 0
+    """0.34's extensible KV cache: ``max(floor, 0.75 x transient peak)`` kept free."""
 
     @property
     def weights_bytes(self) -> int:
@@ -145,6 +168,10 @@ class MemoryBudget:
         }
         out["vllm_version"] = self.vllm_version
         out["fitted_versions"] = self.fitted_versions
+        out["memory_profile"] = self.memory_profile
+        out["enforce_eager"] = self.enforce_eager
+        out["extensible_kv_cache"] = self.extensible_kv_cache
+        out["margin_bytes"] = self.margin_bytes
         return out
 
 
@@ -180,6 +207,16 @@ def _gib_term(gib: float, band_gib: float) -> MemoryTerm:
     return MemoryTerm(bytes=round(gib * GIB), exact=False, error_bytes=round(band_gib * GIB))
 
 
+def _band_bytes(terms: tuple[MemoryTerm, ...], extra_gib: float) -> int:
+    """Half-width of the KV band: the terms' bands added in quadrature, plus ``extra_gib``.
+
+    The terms' errors come from independent sources (the checkpoint, the
+    sampler and MLP peaks, NCCL, the graph pool), so their bands add as a
+    root sum of squares; ``extra_gib`` (releases with thin data) adds linearly.
+    """
+    return math.ceil(math.sqrt(sum(t.error_bytes**2 for t in terms))) + round(extra_gib * GIB)
+
+
 def estimate_memory_budget(
     config: HFConfig,
     settings: ServeSettings,
@@ -188,17 +225,28 @@ def estimate_memory_budget(
     tensors: tuple[TensorInfo, ...] | None = None,
     coefficients: Coefficients = COEFFICIENTS,
 ) -> tuple[MemoryBudget, ...]:
-    """Every worker's budget (rank order: pipeline-major, as vLLM numbers ranks)."""
-    version = parse_version(settings.vllm_version)
+    """Every worker's budget (rank order: pipeline-major, as vLLM numbers ranks).
+
+    The formula is that of ``settings.vllm_version``'s release
+    (:mod:`kvpure.memory_profile.releases`).
+    """
+    rules = settings.rules
+    utilization = settings.resolved_gpu_memory_utilization
     weights = worker_weights(
         config, parallel, dtype=settings.dtype, quantization=settings.quantization, tensors=tensors
     )
     shape = model_shape(config)
-    requested = math.ceil(settings.total_gpu_bytes * settings.gpu_memory_utilization)
-    subtract = cuda_graph_subtracted(version)
-    graph = _gib_term(coefficients.cuda_graph, coefficients.cuda_graph_band)
+    requested = math.ceil(settings.total_gpu_bytes * utilization)
+    if settings.enforce_eager:
+        graph = MemoryTerm(bytes=0, exact=True)
+    else:
+        graph = _gib_term(
+            cuda_graph_gib(coefficients, shape, pp=parallel.pp), coefficients.cuda_graph_band
+        )
+    subtract = rules.cuda_graph_subtracted or rules.extensible_kv_cache
     non_torch = _gib_term(
-        non_torch_gib(coefficients, tp=parallel.tp, pp=parallel.pp), coefficients.non_torch_band
+        non_torch_gib(coefficients, tp=parallel.tp, pp=parallel.pp, rules=rules),
+        coefficients.non_torch_band,
     )
     budgets = []
     for worker, weight_bytes in enumerate(weights.bytes_per_worker):
@@ -211,7 +259,8 @@ def estimate_memory_budget(
                 max_num_seqs=settings.max_num_seqs,
                 tp=parallel.tp,
                 last_stage=last_stage,
-                version=version,
+                rules=rules,
+                dtype_bytes=served_dtype_bytes(config, settings.dtype),
             ),
             coefficients.activation_band,
         )
@@ -219,13 +268,28 @@ def estimate_memory_budget(
             bytes=weight_bytes, exact=weights.exact, error_bytes=weights.error_bytes(worker)
         )
         used = (weight, activation, non_torch) + ((graph,) if subtract else ())
-        kv = requested - sum(t.bytes for t in used)
-        band = sum(t.error_bytes for t in used)
+        margin = 0
+        if rules.extensible_kv_cache:
+            sized = extensible_kv_cache_bytes(
+                rules,
+                total_bytes=settings.total_gpu_bytes,
+                requested_bytes=requested,
+                weights=weight,
+                activation=activation,
+                non_torch=non_torch,
+                cuda_graph=graph,
+                rocm=settings.rocm,
+                tp=parallel.tp,
+            )
+            kv, margin, used = sized.kv_cache_bytes, sized.margin_bytes, sized.terms
+        else:
+            kv = requested - sum(t.bytes for t in used)
+        band = _band_bytes(used, rules.thin_data_band_gib)
         budgets.append(
             MemoryBudget(
                 worker=worker,
                 total_bytes=settings.total_gpu_bytes,
-                gpu_memory_utilization=settings.gpu_memory_utilization,
+                gpu_memory_utilization=utilization,
                 requested_bytes=requested,
                 weights=weight,
                 activation=activation,
@@ -237,6 +301,11 @@ def estimate_memory_budget(
                 kv_cache_bytes_high=kv + band,
                 vllm_version=settings.vllm_version,
                 fitted_versions=FITTED_VERSIONS,
+                memory_profile=rules.releases,
+                enforce_eager=settings.enforce_eager,
+                non_kv_from_consumed=rules.non_kv_from_consumed,
+                extensible_kv_cache=rules.extensible_kv_cache,
+                margin_bytes=margin,
             )
         )
     return tuple(budgets)
@@ -247,12 +316,22 @@ def _mark(term: MemoryTerm) -> str:
 
 
 def render_vllm_log(budget: MemoryBudget) -> str:
-    """The budget in the words vLLM's start-up log uses, each term marked exact or estimated."""
-    graph_note = "subtracted" if budget.cuda_graph_subtracted else "not subtracted before vLLM 0.21"
+    """The budget in the words vLLM's start-up log uses, each term marked exact or estimated.
+
+    From 0.27 the profile's summary reads "Total non KV cache memory"; under
+    0.34's extensible KV cache the last line is the committed size, after the
+    margin it keeps free.
+    """
+    if budget.enforce_eager:
+        graph_note = "--enforce-eager: no graphs captured"
+    elif budget.cuda_graph_subtracted:
+        graph_note = "subtracted"
+    else:
+        graph_note = "not subtracted before vLLM 0.21"
     lines = [
         f"worker {budget.worker}: total_gpu_memory ({format_gib(budget.total_bytes)}GiB) x "
         f"gpu_memory_utilization ({budget.gpu_memory_utilization:.2f}) = "
-        f"{format_gib(budget.requested_bytes)}GiB",
+        f"{format_gib(budget.requested_bytes)}GiB (vLLM {budget.memory_profile}'s memory profile)",
         f"Model loading took {format_gib(budget.weights_bytes)} GiB memory "
         f"({_mark(budget.weights)})",
         f"torch peak memory increase: {format_gib(budget.activation_bytes)}GiB "
@@ -261,8 +340,18 @@ def render_vllm_log(budget: MemoryBudget) -> str:
         f"({_mark(budget.non_torch)})",
         f"Estimated CUDA graph memory: {format_gib(budget.cuda_graph_bytes)} GiB total "
         f"({_mark(budget.cuda_graph)}; {graph_note})",
+    ]
+    if budget.non_kv_from_consumed:
+        non_kv = budget.weights_bytes + budget.activation_bytes + budget.non_torch_bytes
+        lines.append(f"Total non KV cache memory: {format_gib(non_kv)}GiB")
+    if budget.extensible_kv_cache:
+        lines.append(
+            f"extensible KV cache: margin {format_gib(budget.margin_bytes)} GiB kept free "
+            "beyond the transient peak"
+        )
+    lines.append(
         f"Available KV cache memory: {format_gib(budget.kv_cache_bytes)} GiB "
         f"(range {format_gib(budget.kv_cache_bytes_low)} to "
-        f"{format_gib(budget.kv_cache_bytes_high)} GiB; fitted for vLLM {budget.fitted_versions})",
-    ]
+        f"{format_gib(budget.kv_cache_bytes_high)} GiB; fitted for vLLM {budget.fitted_versions})"
+    )
     return "\n".join(lines)

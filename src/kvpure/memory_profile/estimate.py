@@ -42,6 +42,12 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.profile_logs import GIB, ModelShape, ProfileLog
+from kvpure.memory_profile.releases import (
+    MemoryProfileRules,
+    Version,
+    memory_profile_rules,
+    parse_version,
+)
 
 __all__ = [
     "COEFFICIENTS",
@@ -49,6 +55,8 @@ __all__ = [
     "FITTED_VERSIONS",
     "Version",
     "activation_gib",
+    "cuda_graph_gib",
+    "stage_layers",
     "cuda_graph_subtracted",
     "fit_coefficients",
     "ffn_gib",
@@ -58,38 +66,15 @@ __all__ = [
     "parse_version",
 ]
 
-Version = tuple[int, int]
-SAMPLER_CHANGE: Final[Version] = (0, 17)
-"""The first release with the smaller sampler peak."""
-CUDA_GRAPH_SUBTRACTED_FROM: Final[Version] = (0, 21)
-"""The first release that subtracts the CUDA-graph estimate by default."""
-OLDEST: Final[Version] = (0, 15)
-NEWEST: Final[Version] = (0, 26)
-FITTED_VERSIONS: Final = "0.15-0.26 (activation fitted on 0.15-0.19 logs, H100 80GB)"
-
-
-def parse_version(text: str) -> Version:
-    """``"0.19.0"`` -> ``(0, 19)``; versions outside the fitted range are refused."""
-    parts = text.strip().lstrip("v").split(".")
-    try:
-        version = (int(parts[0]), int(parts[1]))
-    except (IndexError, ValueError):
-        raise InvalidFieldError(
-            field="vllm_version", value=text, reason="must look like 0.19.0"
-        ) from None
-    if not OLDEST <= version <= NEWEST:
-        raise InvalidFieldError(
-            field="vllm_version",
-            value=text,
-            reason=f"the estimate is fitted for vLLM {FITTED_VERSIONS}; pass "
-            "--kv-cache-memory with the figure vLLM logged instead",
-        )
-    return version
+FITTED_VERSIONS: Final = (
+    "0.10-0.34 (fitted on vLLM 0.15-0.19 H100 logs; docs/memory-profile.md gives the error "
+    "per release and GPU)"
+)
 
 
 def cuda_graph_subtracted(version: Version) -> bool:
     """Whether this release subtracts the CUDA-graph estimate from the KV cache by default."""
-    return version >= CUDA_GRAPH_SUBTRACTED_FROM
+    return memory_profile_rules(f"{version[0]}.{version[1]}").cuda_graph_subtracted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,9 +89,11 @@ class Coefficients:
     activation_band: float
     non_torch_single: float
     non_torch_tensor_parallel: float
+    non_torch_tensor_parallel_nccl_only: float
     non_torch_pipeline: float
     non_torch_band: float
-    cuda_graph: float
+    cuda_graph_per_layer: float
+    """GiB of ``Estimated CUDA graph memory`` per decoder layer (the layers a worker runs)."""
     cuda_graph_band: float
 
 
@@ -136,21 +123,44 @@ def activation_gib(
     max_num_seqs: int,
     tp: int,
     last_stage: bool,
-    version: Version,
+    rules: MemoryProfileRules,
+    dtype_bytes: int = 2,
 ) -> float:
-    """The estimated ``torch peak memory increase`` of vLLM's profiling run."""
-    factor = coef.logits_factor if version >= SAMPLER_CHANGE else coef.logits_factor_before_0_17
+    """The estimated ``torch peak memory increase`` of vLLM's profiling run.
+
+    ``dtype_bytes``: the served dtype's size; the forward pass's activations
+    scale with it (float32 doubles them), the sampler's float32 logits do not.
+    """
+    factor = coef.logits_factor_before_0_17 if rules.large_sampler_peak else coef.logits_factor
     sampler = coef.activation_base
     if last_stage:
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
-    forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
-    moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp)
+    width = dtype_bytes / 2
+    forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp) * width
+    moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
     return max(sampler, forward) + moe
 
 
-def non_torch_gib(coef: Coefficients, *, tp: int, pp: int) -> float:
+def stage_layers(shape: ModelShape, pp: int) -> int:
+    """Decoder layers on one pipeline stage (the larger share), at least one."""
+    return max(1, -(-shape.num_hidden_layers // pp))
+
+
+def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
+    """The estimated ``Estimated CUDA graph memory``: a fitted size per decoder layer.
+
+    The graphs vLLM captures hold each layer's static inputs and outputs, so the
+    logged estimate grows with the layers a worker runs (0.52 GiB for Gemma-2-2B's
+    26 layers, 1.70-1.82 GiB for Llama-3.3-70B's 80).
+    """
+    return coef.cuda_graph_per_layer * stage_layers(shape, pp)
+
+
+def non_torch_gib(coef: Coefficients, *, tp: int, pp: int, rules: MemoryProfileRules) -> float:
     """The estimated ``non-torch forward increase memory`` of one worker."""
     if tp > 1:
+        if not rules.tp_non_torch_all_reduce:
+            return coef.non_torch_tensor_parallel_nccl_only
         return coef.non_torch_tensor_parallel
     return coef.non_torch_pipeline if pp > 1 else coef.non_torch_single
 
@@ -196,7 +206,7 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                     log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
                 ),
                 last_stage=log.pipeline_parallel_size == 1,
-                new_sampler=parse_version(log.vllm_version) >= SAMPLER_CHANGE,
+                new_sampler=not memory_profile_rules(log.vllm_version).large_sampler_peak,
                 activation=log.activation_gib,
             )
         )
@@ -255,12 +265,13 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     """Least-squares fit of every coefficient on ``logs`` (their ``split`` is not read)."""
     logs = tuple(logs)
     base, factor, old_factor, ffn_factor, moe_factor, activation_band = _fit_activation(_rows(logs))
-    classes: dict[str, list[float]] = {"single": [], "tp": [], "pp": []}
+    classes: dict[str, list[float]] = {"single": [], "tp": [], "tp_nccl": [], "pp": []}
     for log in logs:
         if log.non_torch_gib is None:
             continue
+        all_reduce = memory_profile_rules(log.vllm_version).tp_non_torch_all_reduce
         key = (
-            "tp"
+            ("tp" if all_reduce else "tp_nccl")
             if log.tensor_parallel_size > 1
             else "pp"
             if log.pipeline_parallel_size > 1
@@ -268,9 +279,23 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         )
         classes[key].append(log.non_torch_gib)
     medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
+    if not classes["tp_nccl"]:
+        # No log of TP > 1 before 0.15: NCCL's state alone is about one GPU's
+        # non-torch memory (0.29 GiB logged on 0.11 against 0.24-0.26 on one GPU).
+        medians["tp_nccl"] = medians["single"]
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
-    graphs = [log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None]
-    graph = round(statistics.median(graphs), 4) if graphs else 0.0
+    graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
+    per_layer = [
+        (log.cuda_graph_gib or 0.0) / stage_layers(log.shape, log.pipeline_parallel_size)
+        for log in graph_logs
+    ]
+    graph = round(statistics.median(per_layer), 5) if per_layer else 0.0
+    graphs = [
+        (log.cuda_graph_gib or 0.0)
+        - graph * stage_layers(log.shape, log.pipeline_parallel_size)
+        + graph
+        for log in graph_logs
+    ]
     return Coefficients(
         activation_base=round(base, 4),
         logits_factor=round(factor, 4),
@@ -280,9 +305,10 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         activation_band=activation_band,
         non_torch_single=medians["single"],
         non_torch_tensor_parallel=medians["tp"],
+        non_torch_tensor_parallel_nccl_only=medians["tp_nccl"],
         non_torch_pipeline=medians["pp"],
         non_torch_band=nt_band,
-        cuda_graph=graph,
+        cuda_graph_per_layer=graph,
         cuda_graph_band=_band(g - graph for g in graphs),
     )
 
@@ -296,9 +322,10 @@ COEFFICIENTS: Final = Coefficients(
     activation_band=0.14,
     non_torch_single=0.25,
     non_torch_tensor_parallel=2.1,
+    non_torch_tensor_parallel_nccl_only=0.25,
     non_torch_pipeline=0.07,
     non_torch_band=0.22,
-    cuda_graph=0.775,
-    cuda_graph_band=0.26,
+    cuda_graph_per_layer=0.02446,
+    cuda_graph_band=0.25,
 )
 """The shipped fit: :func:`fit_coefficients` over the ``fit`` logs of tests/data/memory_logs."""

@@ -17,13 +17,21 @@ from dataclasses import dataclass
 from kvpure.memory_profile.estimate import (
     Coefficients,
     activation_gib,
-    cuda_graph_subtracted,
+    cuda_graph_gib,
     non_torch_gib,
-    parse_version,
 )
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
+from kvpure.memory_profile.releases import memory_profile_rules
 
-__all__ = ["ErrorSummary", "KVError", "cuda_graph_errors", "kv_errors", "summarize"]
+__all__ = [
+    "ErrorSummary",
+    "KVError",
+    "cuda_graph_errors",
+    "error_table",
+    "kv_errors",
+    "render_error_table",
+    "summarize",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +42,9 @@ class KVError:
     predicted_gib: float
     logged_gib: float
     band_gib: float
+    release: str = ""
+    """The rules range of the log's vLLM version (``0.17-0.20``...)."""
+    gpu: str = ""
 
     @property
     def error_gib(self) -> float:
@@ -74,7 +85,7 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
         logged = _logged_kv(log)
         if logged is None or log.weights_gib is None:
             continue
-        version = parse_version(log.vllm_version)
+        rules = memory_profile_rules(log.vllm_version)
         tp, pp = log.tensor_parallel_size, log.pipeline_parallel_size
         activation = activation_gib(
             coef,
@@ -83,16 +94,25 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             max_num_seqs=log.max_num_seqs,
             tp=tp,
             last_stage=pp == 1,
-            version=version,
+            rules=rules,
+            dtype_bytes=log.dtype_bytes,
         )
-        graph = coef.cuda_graph if cuda_graph_subtracted(version) else 0.0
-        band = coef.activation_band + coef.non_torch_band
-        band += coef.cuda_graph_band if cuda_graph_subtracted(version) else 0.0
+        subtract = rules.cuda_graph_subtracted and not log.enforce_eager
+        graph = cuda_graph_gib(coef, log.shape, pp=pp) if subtract else 0.0
+        bands = [coef.activation_band, coef.non_torch_band]
+        bands += [coef.cuda_graph_band] if subtract else []
+        band = math.sqrt(sum(b * b for b in bands)) + rules.thin_data_band_gib
         requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
-        predicted = requested - log.weights_gib - activation - non_torch_gib(coef, tp=tp, pp=pp)
+        non_torch = non_torch_gib(coef, tp=tp, pp=pp, rules=rules)
+        predicted = requested - log.weights_gib - activation - non_torch
         out.append(
             KVError(
-                name=log.name, predicted_gib=predicted - graph, logged_gib=logged, band_gib=band
+                name=log.name,
+                predicted_gib=predicted - graph,
+                logged_gib=logged,
+                band_gib=band,
+                release=rules.releases,
+                gpu=log.gpu,
             )
         )
     return tuple(out)
@@ -119,5 +139,38 @@ def summarize(errors: Iterable[KVError]) -> ErrorSummary:
 def cuda_graph_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[float, ...]:
     """Estimated minus logged ``Estimated CUDA graph memory`` for every log that prints it."""
     return tuple(
-        coef.cuda_graph - log.cuda_graph_gib for log in logs if log.cuda_graph_gib is not None
+        cuda_graph_gib(coef, log.shape, pp=log.pipeline_parallel_size) - log.cuda_graph_gib
+        for log in logs
+        if log.cuda_graph_gib is not None
     )
+
+
+def error_table(errors: Iterable[KVError]) -> tuple[tuple[str, str, ErrorSummary], ...]:
+    """One summary per (vLLM release range, GPU), then per release range, then per GPU.
+
+    Rows are ``(release, gpu, summary)``; ``"all"`` marks the dimension summed over.
+    """
+    errors = tuple(errors)
+    keys = sorted({(e.release, e.gpu) for e in errors})
+    rows = [(r, g, summarize(e for e in errors if (e.release, e.gpu) == (r, g))) for r, g in keys]
+    releases = sorted({e.release for e in errors})
+    gpus = sorted({e.gpu for e in errors})
+    if len(keys) > 1:
+        rows += [(r, "all", summarize(e for e in errors if e.release == r)) for r in releases]
+        rows += [("all", g, summarize(e for e in errors if e.gpu == g)) for g in gpus]
+    rows.append(("all", "all", summarize(errors)))
+    return tuple(rows)
+
+
+def render_error_table(errors: Iterable[KVError]) -> str:
+    """:func:`error_table` as the Markdown table docs/memory-profile.md prints."""
+    lines = [
+        "| vLLM | GPU | logs | median abs error (GiB) | max | inside the band |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for release, gpu, s in error_table(errors):
+        lines.append(
+            f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.max:.2f} | "
+            f"{s.within_band} of {s.count} |"
+        )
+    return "\n".join(lines)

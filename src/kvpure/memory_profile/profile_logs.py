@@ -57,6 +57,8 @@ class ProfileLog:
     kv_cache_gib: float | None
     cuda_graph_gib: float | None
     cuda_graph_subtracted: bool
+    enforce_eager: bool
+    dtype_bytes: int
     split: str
     source: str
 
@@ -138,6 +140,8 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
         kv_cache_gib=_num(logged, "kv_cache_gib", name),
         cuda_graph_gib=_num(logged, "cuda_graph_estimate_gib", name),
         cuda_graph_subtracted=data.get("cuda_graph_subtracted") is True,
+        enforce_eager=data.get("enforce_eager") is True,
+        dtype_bytes=4 if data.get("dtype") == "float32" else 2,
         split=split,
         source=_str(data, "source", name),
     )

@@ -4,8 +4,9 @@ With the checkpoint's tensors (:func:`~kvpure.memory_profile.safetensors_header.
 the bytes are exact: the sum of the shard shapes vLLM loads on each worker.
 Without them the tensors are laid out from config.json
 (:mod:`~kvpure.memory_profile.checkpoint_tensors`) in the checkpoint's
-quantization format, and the result is an estimate: vision towers are not
-counted and small buffers vLLM adds (rotary cos/sin caches: Llama-3.1-8B logs
+quantization format, plus the vision tower and projector config.json's
+``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`), and the
+result is an estimate: small buffers vLLM adds (rotary cos/sin caches: Llama-3.1-8B logs
 14.99 GiB for 14.96 GiB of parameters) are missing, so the band is 0.25% plus
 0.05 GiB.
 """
@@ -17,6 +18,7 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
+from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
 from kvpure.memory_profile.profile_logs import GIB
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism, ShardingLayout, worker_weight_bytes
@@ -144,4 +146,8 @@ def worker_weights(
     layout = checkpoint_quantization(config, quantization)
     implied = checkpoint_tensors(config, quantization=layout)
     totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
+    encoder = encoder_shape(config, language_config(config).int_("hidden_size", 0))
+    if encoder is not None:
+        extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
+        totals = tuple(b + (extra if w < parallel.tp else 0) for w, b in enumerate(totals))
     return WorkerWeights(bytes_per_worker=totals, exact=False)

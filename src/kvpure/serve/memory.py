@@ -38,6 +38,7 @@ from kvpure.serve.flags import ServeFlags
 from kvpure.serve.gpu_totals import torch_total
 from kvpure.serve.gpus import GPU
 from kvpure.serve.verdict import NOT_STARTING, largest_fitting_max_model_len
+from kvpure.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
     "BandOutcome",
@@ -154,14 +155,18 @@ def worker_memory(
     *,
     gpu: GPU,
     gpu_given: bool,
-    gpu_memory_utilization: float,
+    gpu_memory_utilization: float | None,
     quantization: str | None,
     tensors: tuple[TensorInfo, ...] | None,
-    vllm_version: str = "0.26.0",
+    vllm_version: str = DEFAULT_VLLM_VERSION,
+    enforce_eager: bool = False,
 ) -> tuple[WorkerMemory, ...]:
     """Every worker's memory budget (rank order) for the resolved serve settings.
 
-    ``vllm_version`` names the release whose start-up profile is estimated.
+    ``vllm_version`` names the release whose start-up profile is estimated
+    (its formula, :mod:`kvpure.memory_profile.releases`); an unset
+    ``gpu_memory_utilization`` (None) takes that release's default, 1.0 under
+    0.34's extensible KV cache. ``enforce_eager`` charges no CUDA graphs.
     """
     if quantization is not None:
         try:
@@ -182,11 +187,12 @@ def worker_memory(
         dtype=flags.dtype or "auto",
         quantization=quantization,
         vllm_version=vllm_version,
+        enforce_eager=enforce_eager,
     )
     budgets = estimate_memory_budget(
         config, settings, Parallelism(tp=tp, pp=pp, ep=ep), tensors=tensors
     )
-    widen = math.ceil(total.term.error_bytes * gpu_memory_utilization)
+    widen = math.ceil(total.term.error_bytes * settings.resolved_gpu_memory_utilization)
     return tuple(
         WorkerMemory(
             budget=replace(

@@ -1,0 +1,105 @@
+"""Vision towers and projectors of multimodal models, counted from config.json.
+
+Used only when the checkpoint's safetensors headers are not at hand (with the
+headers every tensor is counted exactly). vLLM loads the encoder of Llama-4
+(``Llama4VisionModel``), Gemma-3 (``SiglipVisionModel``), Qwen2/2.5/3-VL
+(``Qwen2VisionTransformer``...), Mistral-3 (``PixtralHFVisionModel``) and
+Kimi-VL (``MoonVitPretrainedModel``) with tensor-parallel linear layers
+(``QKVParallelLinear``/``ColumnParallelLinear`` then ``RowParallelLinear``,
+the default ``mm_encoder_tp_mode="weights"``) on the first pipeline stage, in
+the model's dtype whatever the text layers' quantization. Each encoder layer
+holds ``qkv`` (``3h x h`` plus bias), the output projection (``h x h``), the MLP
+(``fc1``/``fc2``, or a gated ``gate_up``/``down`` for Qwen2.5/3-VL) and two
+norms; the patch embedding is ``channels x patch^2 (x temporal patch) x h``;
+learned position embeddings where the family has them; then the family's
+projector. Counted parameters, so the estimate stays inside the weights' band
+only where vLLM adds nothing of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvpure.models.config import HFConfig
+
+__all__ = ["EncoderShape", "encoder_bytes_per_rank", "encoder_shape"]
+
+_GATED_MLP = frozenset({"qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_moe"})
+_LEARNED_POSITIONS = frozenset({"gemma3", "siglip_vision_model", "llama4", "kimi_vl", "qwen3_vl"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncoderShape:
+    """Parameter counts of one model's encoder: sharded over TP, and replicated."""
+
+    sharded: int
+    replicated: int
+
+
+def _first_int(cfg: HFConfig, *keys: str, default: int = 0) -> int:
+    for key in keys:
+        if cfg.has(key):
+            return cfg.int_(key, default)
+    return default
+
+
+def _projector(config: HFConfig, vision: HFConfig, h: int, text_h: int) -> int:
+    """The projector between the encoder and the language model (replicated, small)."""
+    family = config.str_("model_type", "")
+    if family.startswith("gemma3"):
+        return h * text_h + h  # mm_input_projection_weight + mm_soft_emb_norm
+    if family.startswith("llama4"):
+        ratio = 0.5
+        merged = int(h / (ratio * ratio))
+        inp = _first_int(vision, "projector_input_dim", default=4096)
+        out = _first_int(vision, "projector_output_dim", default=4096)
+        vout = _first_int(vision, "vision_output_dim", default=out)
+        return merged * inp + inp * out + vout * text_h  # adapter MLP + multi_modal_projector
+    if family.startswith("mistral3"):
+        merge = config.int_("spatial_merge_size", 2)
+        return (h * merge * merge) * h + h + h * text_h + text_h * text_h
+    if family.startswith("kimi_vl"):
+        merged = h * 4
+        return h * 2 + merged * merged + merged + merged * text_h + text_h
+    if family.startswith("qwen"):
+        merge = vision.int_("spatial_merge_size", 2)
+        merged = h * merge * merge
+        out = _first_int(vision, "out_hidden_size", "hidden_size", default=text_h)
+        return h * 2 + merged * merged + merged + merged * out + out
+    return h * text_h
+
+
+def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
+    """The encoder's parameter counts, or None when config.json names no vision tower."""
+    if not config.has("vision_config"):
+        return None
+    vision = config.sub("vision_config")
+    family = config.str_("model_type", "")
+    h = _first_int(vision, "hidden_size", "embed_dim")
+    if family.startswith("qwen2_vl") and vision.has("embed_dim"):
+        h = vision.int_("embed_dim")
+    layers = _first_int(vision, "num_hidden_layers", "depth")
+    if h <= 0 or layers <= 0:
+        return None
+    inter = _first_int(vision, "intermediate_size", default=0)
+    if not inter:
+        ratio = vision.data.get("mlp_ratio", 4)
+        inter = int(h * (ratio if isinstance(ratio, int | float) and ratio > 0 else 4))
+    gated = family in _GATED_MLP
+    mlp = (3 if gated else 2) * h * inter + (2 * inter if gated else inter) + h
+    per_layer = 3 * h * h + 3 * h + h * h + h + mlp + 4 * h
+    patch = _first_int(vision, "patch_size", default=14)
+    channels = _first_int(vision, "num_channels", "in_channels", "in_chans", default=3)
+    temporal = _first_int(vision, "temporal_patch_size", default=1)
+    embed = channels * patch * patch * temporal * h + h
+    positions = 0
+    image = _first_int(vision, "image_size", default=0)
+    if image and (family in _LEARNED_POSITIONS or family.startswith(("gemma3", "llama4"))):
+        positions = ((image // patch) ** 2 + 1) * h
+    replicated = embed + positions + 2 * h + _projector(config, vision, h, text_hidden)
+    return EncoderShape(sharded=layers * per_layer, replicated=replicated)
+
+
+def encoder_bytes_per_rank(shape: EncoderShape, *, tp: int, dtype_bytes: int) -> int:
+    """Bytes of the encoder on one first-stage rank: the layers split over TP."""
+    return (-(-shape.sharded // tp) + shape.replicated) * dtype_bytes

@@ -1,0 +1,206 @@
+"""vLLM's start-up memory profile, one frozen rules record per range of V1 releases.
+
+How vLLM sizes the KV cache changed four times across the V1 engine; each
+record names the rule that changed and the vLLM file and function of each
+side (read in the release's own wheel):
+
+- **0.10-0.16** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
+  ``Worker.determine_available_memory``; ``vllm/utils/__init__.py``,
+  ``memory_profiling``): ``kv = requested - (weights + torch peak increase +
+  non-torch increase)``; no CUDA-graph term. The sampler's dummy run keeps
+  several float32 copies of the logits (the larger sampler peak), and with
+  TP > 1 the non-torch term is the NCCL state alone (0.29 GiB logged).
+- **0.17-0.20**: the same formula; the sampler's peak shrinks (Qwen3-14B logs
+  5.64 GiB of activation in 0.16, 2.23 in 0.17) and with TP > 1 the custom
+  all-reduce buffers appear in the non-torch term (2.06-2.17 GiB logged from
+  0.15 on).
+- **0.21-0.26** (vllm 0.21.0 ``gpu_worker.py``, ``determine_available_memory``;
+  ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1):
+  ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too;
+  ``gpu_memory_utilization`` defaults to 0.92 (``config/cache.py``).
+- **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
+  the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
+  memory before the engine less free memory after profiling, plus the torch
+  peak above what stays allocated), logged as "Total non KV cache memory".
+  Weights, non-torch state and persistent buffers are inside "consumed", the
+  activation is the transient peak: the same sum, measured another way.
+- **0.34** (vllm 0.34.0 ``vllm/v1/worker/extensible_kv_cache.py``,
+  ``measure_kv_cache_bytes``; ``vllm/config/cache.py``,
+  ``CacheConfig.resolved_gpu_memory_utilization``): the extensible KV cache,
+  on by default on CUDA and ROCm, is sized after warm-up and CUDA-graph
+  capture::
+
+      available = min(requested - non_kv_used, headroom - margin)
+                  - max(transient_peak, torch_reserve_growth)
+      margin    = max(1 GiB (3 GiB on ROCm), 0.75 x transient_peak)
+
+  and an unset ``gpu_memory_utilization`` resolves to 1.0.
+
+Releases before 0.10 run the V0 engine (``vllm/worker/worker.py``), which
+kvpure does not model; they are refused with one line that says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Final
+
+from kvpure.errors import InvalidFieldError
+
+__all__ = [
+    "MEMORY_PROFILE_RULES",
+    "MemoryProfileRules",
+    "V0EngineError",
+    "Version",
+    "memory_profile_rules",
+    "parse_version",
+]
+
+Version = tuple[int, int]
+OLDEST_V1: Final[Version] = (0, 10)
+NEWEST: Final[Version] = (0, 34)
+
+
+class V0EngineError(InvalidFieldError):
+    """A vLLM release before 0.10, whose V0 engine kvpure's memory profile does not model."""
+
+    def __init__(self, *, field: str, value: object) -> None:
+        super().__init__(
+            field=field,
+            value=value,
+            reason="vLLM releases before 0.10 run the V0 engine, whose memory profile "
+            "kvpure does not model (V1 releases 0.10 to 0.34 are); pass --kv-cache-memory "
+            "with the figure vLLM logged instead",
+        )
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason} (got {self.value!r})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryProfileRules:
+    """How one range of vLLM releases sizes the KV cache at start-up.
+
+    - ``releases``: the range, as ``0.21-0.26``;
+    - ``large_sampler_peak``: the dummy sampler run keeps several float32 logits
+      copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
+    - ``tp_non_torch_all_reduce``: with TP > 1 the non-torch term holds the
+      custom all-reduce buffers, not only NCCL's state (from 0.15, as logged);
+    - ``cuda_graph_subtracted``: ``profile_cudagraph_memory``'s estimate is
+      subtracted (0.21 on: ``determine_available_memory``);
+    - ``non_kv_from_consumed``: non-KV memory is ``total_consumed +
+      transient_peak_headroom`` (0.27 on: ``mem_utils.memory_profiling``);
+    - ``extensible_kv_cache``: the cache is sized after warm-up
+      (0.34: ``extensible_kv_cache.measure_kv_cache_bytes``), with
+      ``margin_floor_gib`` (``KV_CACHE_MARGIN_FLOOR_BYTES``: 1 on CUDA, 3 on
+      ROCm) and ``margin_fraction`` (``KV_CACHE_MARGIN_FRACTION``);
+    - ``unset_gpu_memory_utilization``: what an unset ``gpu_memory_utilization``
+      means (``CacheConfig``: 0.9 in 0.11, 0.92 in 0.21, 1.0 under 0.34's
+      extensible cache);
+    - ``thin_data_band_gib``: added to the band where few public logs of the
+      range exist (see docs/memory-profile.md).
+    """
+
+    releases: str
+    first: Version
+    last: Version
+    large_sampler_peak: bool
+    tp_non_torch_all_reduce: bool
+    cuda_graph_subtracted: bool
+    non_kv_from_consumed: bool
+    extensible_kv_cache: bool
+    margin_floor_gib: float
+    margin_floor_gib_rocm: float
+    margin_fraction: float
+    unset_gpu_memory_utilization: float
+    thin_data_band_gib: float
+
+    def margin_floor(self, *, rocm: bool) -> float:
+        """``KV_CACHE_MARGIN_FLOOR_BYTES`` in GiB for the platform."""
+        return self.margin_floor_gib_rocm if rocm else self.margin_floor_gib
+
+
+V1_0_10: Final = MemoryProfileRules(
+    releases="0.10-0.14",
+    first=(0, 10),
+    last=(0, 14),
+    large_sampler_peak=True,
+    tp_non_torch_all_reduce=False,
+    cuda_graph_subtracted=False,
+    non_kv_from_consumed=False,
+    extensible_kv_cache=False,
+    margin_floor_gib=0.0,
+    margin_floor_gib_rocm=0.0,
+    margin_fraction=0.0,
+    unset_gpu_memory_utilization=0.9,
+    thin_data_band_gib=0.15,
+)
+V1_0_15: Final = replace(
+    V1_0_10,
+    releases="0.15-0.16",
+    first=(0, 15),
+    last=(0, 16),
+    tp_non_torch_all_reduce=True,
+    thin_data_band_gib=0.0,
+)
+V1_0_17: Final = replace(
+    V1_0_15, releases="0.17-0.20", first=(0, 17), last=(0, 20), large_sampler_peak=False
+)
+V1_0_21: Final = replace(
+    V1_0_17,
+    releases="0.21-0.26",
+    first=(0, 21),
+    last=(0, 26),
+    cuda_graph_subtracted=True,
+    unset_gpu_memory_utilization=0.92,
+)
+V1_0_27: Final = replace(
+    V1_0_21, releases="0.27-0.33", first=(0, 27), last=(0, 33), non_kv_from_consumed=True
+)
+V1_0_34: Final = replace(
+    V1_0_27,
+    releases="0.34",
+    first=(0, 34),
+    last=(0, 34),
+    extensible_kv_cache=True,
+    margin_floor_gib=1.0,
+    margin_floor_gib_rocm=3.0,
+    margin_fraction=0.75,
+    unset_gpu_memory_utilization=1.0,
+    thin_data_band_gib=0.25,
+)
+MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
+    V1_0_10,
+    V1_0_15,
+    V1_0_17,
+    V1_0_21,
+    V1_0_27,
+    V1_0_34,
+)
+
+
+def parse_version(text: str, *, field: str = "vllm_version") -> Version:
+    """``"0.19.0"``, ``"v0.11.2"``, ``"0.34"`` -> ``(0, minor)``; V0 and unknown ones refused."""
+    parts = text.strip().lstrip("v").split(".") if isinstance(text, str) else []
+    try:
+        version = (int(parts[0]), int(parts[1].split("+")[0].split("rc")[0]))
+    except (IndexError, ValueError):
+        raise InvalidFieldError(
+            field=field, value=text, reason="must be a vLLM release such as 0.19.0"
+        ) from None
+    if version < OLDEST_V1:
+        raise V0EngineError(field=field, value=text)
+    if version > NEWEST:
+        raise InvalidFieldError(
+            field=field,
+            value=text,
+            reason="kvpure's memory profile knows vLLM 0.10 to 0.34; pass --kv-cache-memory "
+            "with the figure vLLM logged instead",
+        )
+    return version
+
+
+def memory_profile_rules(vllm_version: str, *, field: str = "vllm_version") -> MemoryProfileRules:
+    """The rules record of the release named (``"0.26"``, ``"0.19.0"``...)."""
+    version = parse_version(vllm_version, field=field)
+    return next(r for r in MEMORY_PROFILE_RULES if r.first <= version <= r.last)
