@@ -139,10 +139,18 @@ class WorkloadReport:
 
 
 def replay_config(
-    layout: ModelLayout, deployment: Deployment, vllm_version: str = DEFAULT_VLLM_VERSION
+    layout: ModelLayout, deployment: Deployment, vllm_version: str | None = None
 ) -> ReplayConfig:
     """The manager's configuration for one deployment (whole prompts in one step), for
-    vLLM release ``vllm_version`` (``PlannerSettings.vllm_version``)."""
+    vLLM release ``vllm_version`` (``PlannerSettings.vllm_version``; None: the
+    deployment's own ``vllm_version``).
+
+    The replay admits one step at a time (``kvpure.cache`` refuses async traces), so a
+    deployment that leaves ``async_scheduling`` unset is planned as a server started
+    with ``--no-async-scheduling``, as ``kvpure cache`` does; one that sets it is refused.
+    """
+    if deployment.async_scheduling is None:
+        deployment = replace(deployment, async_scheduling=False)
     derived = derive_kv_cache_specs(layout, deployment)
     settings = derived.settings
     batched = max(settings.max_num_batched_tokens, settings.max_model_len)
@@ -150,7 +158,9 @@ def replay_config(
         settings,
         max_num_batched_tokens=batched,
         max_num_encoder_input_tokens=batched,
-        vllm_version=normalize_vllm_version(vllm_version, field="--vllm"),
+        vllm_version=normalize_vllm_version(
+            deployment.vllm_version if vllm_version is None else vllm_version, field="--vllm"
+        ),
     )
     return replay_config_from_plan_input(
         PlanningInput(
