@@ -85,7 +85,7 @@ MODELS = st.sampled_from(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=MODELS, flags=FLAGS)
 def test_the_cli_prints_what_the_api_returns(model: str, flags: dict[str, Any]) -> None:
     code, out, err = run_cli(argv_of(model, flags))

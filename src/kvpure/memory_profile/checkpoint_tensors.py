@@ -21,6 +21,7 @@ are not listed (the count covers the language model).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
@@ -48,9 +49,12 @@ def language_config(config: HFConfig) -> HFConfig:
     return config.sub("text_config") if config.has("text_config") else config
 
 
+def _tensor(name: str, suffix: str, dt: str, shape: tuple[int, ...]) -> TensorInfo:
+    return TensorInfo(name=f"{name}.{suffix}", dtype=dt, shape=shape)
+
+
 def _linear(name: str, out: int, inp: int, quant: str, dtype: str) -> list[TensorInfo]:
-    def t(suffix: str, dt: str, shape: tuple[int, ...]) -> TensorInfo:
-        return TensorInfo(name=f"{name}.{suffix}", dtype=dt, shape=shape)
+    t = partial(_tensor, name)  # a partial, not a nested def: nothing to re-check per call
 
     if quant == "none":
         return [t("weight", dtype, (out, inp))]
