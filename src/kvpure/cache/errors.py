@@ -12,6 +12,7 @@ __all__ = [
     "CacheStateError",
     "ManagerRefusedError",
     "TraceFieldError",
+    "UnboundedPoolTooLargeError",
     "UnknownRequestError",
     "UnsupportedTraceError",
 ]
@@ -71,3 +72,29 @@ class ManagerRefusedError(KVPureValueError):
         super().__init__(f"{feature}: {reason}")
         self.feature = feature
         self.reason = reason
+
+
+class UnboundedPoolTooLargeError(KVPureValueError):
+    """The workload is too large for the no-eviction replay behind the unbounded hit figure.
+
+    A deployment the seen-hash count does not cover (sliding windows, Mamba,
+    several KV cache groups) counts the unbounded hits by replaying the
+    workload on a pool holding every block it ever computes;
+    ``num_blocks`` such blocks exceed the ``limit`` the replay builds.
+    ``num_requests`` and ``prompt_tokens`` size the workload.
+    """
+
+    def __init__(
+        self, *, num_requests: int, prompt_tokens: int, num_blocks: int, limit: int
+    ) -> None:
+        fitting = max(1, num_requests * limit // num_blocks)
+        super().__init__(
+            f"workload: {num_requests:,} requests ({prompt_tokens:,} prompt tokens) need a "
+            f"no-eviction pool of {num_blocks:,} blocks for the unbounded hit count of this "
+            f"model, more than the replay builds (at most {limit:,} blocks); analyze fewer "
+            f"requests (about {fitting:,} or fewer) or split the workload"
+        )
+        self.num_requests = num_requests
+        self.prompt_tokens = prompt_tokens
+        self.num_blocks = num_blocks
+        self.limit = limit

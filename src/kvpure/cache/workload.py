@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from kvpure.cache.block_pool import MAX_NUM_GPU_BLOCKS
+from kvpure.cache.errors import UnboundedPoolTooLargeError
 from kvpure.cache.fleet import FleetResult
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.shared_prefixes import SharedPrefix
@@ -265,18 +267,27 @@ def unbounded_run(
     ``replayed`` asks for the replay on the unbounded pool (the reference).
     """
     config = replay_config(layout, deployment, vllm_version)
+    blocks = _unbounded_blocks(requests, config)
     big = replace(
         deployment,
-        num_gpu_blocks_override=_unbounded_blocks(requests, config),
+        # the seen-hash count builds no pool: past the replay's cap only its shape is planned
+        num_gpu_blocks_override=min(blocks, MAX_NUM_GPU_BLOCKS),
         max_model_len=config.max_model_len,
         auto_fit_max_model_len=False,
     )
     big_config = replay_config(layout, big, vllm_version)
     if replayed or not seen_set_applies(big_config):
+        if blocks > MAX_NUM_GPU_BLOCKS:
+            raise UnboundedPoolTooLargeError(
+                num_requests=sum(1 for _ in requests),
+                prompt_tokens=sum(r.num_prompt_tokens for r in requests),
+                num_blocks=blocks,
+                limit=MAX_NUM_GPU_BLOCKS,
+            )
         return run_workload(requests, big_config, max_num_seqs, progress, token_path=token_path)
     count = seen_set_count(requests, big_config, progress, scheme_config=config)
     return RunResult(
-        num_blocks=big_config.kv_cache_config.num_blocks,
+        num_blocks=blocks if blocks > MAX_NUM_GPU_BLOCKS else big_config.kv_cache_config.num_blocks,
         block_size=big_config.block_size,
         hash_block_size=big_config.hash_block_size,
         enable_caching=big_config.enable_caching,

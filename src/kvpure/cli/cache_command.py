@@ -1,4 +1,4 @@
-"""``kvpure cache WORKLOAD.jsonl --model CONFIG.json --kv-cache-memory SIZE``: prefix-cache hits.
+"""``kvpure cache WORKLOAD.jsonl --model CONFIG.json --kv-cache-memory SIZE|--gpu NAME``: hits.
 
 WORKLOAD.jsonl holds one request a line: ``{"prompt_token_ids": [...],
 "output_len": N, "lora_name": ..., "cache_salt": ...}`` (only the prompt is
@@ -20,10 +20,15 @@ order while fewer than --max-num-seqs run and the manager admits them, each
 decodes its output at once, and when admission is refused the
 oldest running request finishes first (no preemption, no chunked prefill).
 
-The pool is planned as ``kvpure plan`` plans it: vLLM 0.26's serve defaults
-for the --gpu (attention backend, block size, prefix caching), with async
+The pool is planned as ``kvpure plan`` plans it: vLLM's serve defaults for
+the --gpu (attention backend, block size, prefix caching), with async
 scheduling off since the replay steps synchronously. --model takes a
 config.json, its folder, or a Hugging Face id read from the local cache.
+The KV cache memory is --kv-cache-memory (vLLM's "Available KV cache
+memory"); without it, it is estimated from --gpu (or --gpu-memory) as
+``kvpure plan`` estimates it, and the workload is replayed at the estimate's
+central figure and at both ends of its band: the report gives the central
+hit rate and the hit rates at the low and high ends.
 
 The report gives the prompt tokens looked up and hit (vLLM's
 prefix_cache_queries / prefix_cache_hits), the hits of an unbounded cache,
@@ -42,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from kvpure.cache.fleet import MAX_INSTANCES, ROUTING_POLICIES, parse_routing
@@ -52,6 +58,14 @@ from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
 )
+from kvpure.cli.cache_estimate import (
+    BAND_ENDS,
+    BandReport,
+    band_to_json,
+    check_memory_source,
+    estimate_band,
+    format_band,
+)
 from kvpure.cli.cache_fleet_report import fleet_to_json, format_fleet
 from kvpure.cli.cache_input_report import format_input, input_to_json
 from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
@@ -60,6 +74,7 @@ from kvpure.cli.cache_sweep import SweepInput, SweepRow, count_runs, run_sweep
 from kvpure.cli.input_files import read_json
 from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
 from kvpure.cli.peak_memory import peak_rss_bytes
+from kvpure.cli.plan_memory import MEMORY_OPTIONS, add_memory_options, split_memory_options
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.progress import progress_bar
 from kvpure.cli.serve_options import SERVE_OPTIONS
@@ -83,6 +98,10 @@ _OPTION_NAMES = (
     "attention_backend",
     "prefix_caching",
     "gpu",
+    "gpu_memory",
+    "gpu_capability",
+    "gpu_vendor",
+    *(option.name for option in MEMORY_OPTIONS),
 )
 _BAR_WIDTH = 40
 _MAX_JOBS = 256
@@ -95,6 +114,7 @@ example:
       --sweep-memory 256MiB,512MiB,1GiB --plot curve.png --jobs 3
   kvpure cache workload.jsonl --model deepseek-ai/DeepSeek-V2-Lite --gpu L4 \\
       --kv-cache-memory 9GiB --max-model-len 8192
+  kvpure cache workload.jsonl --model examples/llama3_8b.json --gpu L4 --max-model-len 8192
   kvpure cache chats.jsonl --model examples/llama3_8b.json --kv-cache-memory 1GiB \\
       --tokenizer examples/tiny-chat-tokenizer
   kvpure cache examples/sharegpt_sample.json --model examples/llama3_8b.json \\
@@ -168,6 +188,7 @@ def register(sub: Any) -> None:
         default=",".join(ROUTING_POLICIES),
         help="the fleet's routing: round-robin, least-loaded, prefix-aware (default: all three)",
     )
+    add_memory_options(parser)
     add_vllm_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)
@@ -286,7 +307,15 @@ def run(args: argparse.Namespace) -> int:
         check_plot_target(args.plot)
     version = resolve_vllm_version(args.vllm)
     block = parse_positive_int(args.trace_block_size, field="--trace-block-size")
-    config = read_json(config_argument(args.model))
+    options = _options(args)
+    estimated = check_memory_source(options, sweep=labels is not None)
+    config_path = Path(config_argument(args.model))
+    config = read_json(str(config_path))
+    band = None
+    if estimated:
+        folder = config_path if config_path.is_dir() else config_path.parent
+        band = estimate_band(config, options, args.vllm, model_folder=folder)
+        options = split_memory_options(options)[0]
     encoder = load_tokenizer(args.tokenizer) if args.tokenizer is not None else None
     workload = read_workload(args.workload, encoder, trace_block_size=block)
     decode = encoder.decode if encoder is not None else None
@@ -297,11 +326,16 @@ def run(args: argparse.Namespace) -> int:
             field="--instances", value=instances, reason=f"must be at most {MAX_INSTANCES}"
         )
     routing = parse_routing(args.routing)
-    sweep = SweepInput(requests, config, _options(args), seqs, version, instances, routing)
+    sweep = SweepInput(requests, config, options, seqs, version, instances, routing)
     figures: list[str | None] = [None] if labels is None else list(labels)
+    if band is not None:
+        figures = [band.kv_cache_memory_option(end) for end in BAND_ENDS]
     bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
     try:
-        rows = run_sweep(sweep, figures, jobs=jobs, strict=labels is None, progress=bar)
+        strict = labels is None and band is None
+        rows = run_sweep(sweep, figures, jobs=jobs, strict=strict, progress=bar)
+        if band is not None and isinstance(rows[0][1], str):  # the central figure's own error
+            run_sweep(sweep, figures[:1], strict=True)
     finally:
         if bar is not None:
             bar.close()
@@ -309,17 +343,21 @@ def run(args: argparse.Namespace) -> int:
         report = rows[0][1]
         if isinstance(report, str):  # not reached: a strict run raises the figure's error
             raise InvalidFieldError(field="--kv-cache-memory", value=None, reason=report)
+        ends = None if band is None else BandReport(band=band, low=rows[1][1], high=rows[2][1])
         if args.json:
             data = {
                 "vllm_version": version,
                 "concurrency_model": CONCURRENCY_MODEL,
                 "input": input_to_json(workload),
+                **({} if ends is None else band_to_json(ends)),
                 **report_to_json(report, decode),
                 "peak_rss_bytes": peak_rss_bytes(),
             }
             print(json.dumps(data, indent=2))
         else:
             head = [f"vLLM:                 {version}", format_input(workload)]
+            if ends is not None:
+                head.append(format_band(ends, report))
             print("\n".join(filter(None, [*head, format_report(report, decode)])))
         return 0
     named = [(str(label), r) for label, r in rows]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from kvpure.cache.errors import UnboundedPoolTooLargeError
 from kvpure.cache.fleet import FleetResult, InstanceResult, run_fleet, run_round_robin_instance
 from kvpure.cache.workload import (
     RunResult,
@@ -103,8 +104,8 @@ def _deployment(sweep: SweepInput, layout: ModelLayout, label: str | None) -> De
 
 
 def _fatal(err: KVPureError) -> bool:
-    """A mistake in the input, not a memory figure too small to serve."""
-    return isinstance(err, InvalidFieldError | ModelConfigError)
+    """A mistake in the input (or a workload too large), not a memory figure too small."""
+    return isinstance(err, InvalidFieldError | ModelConfigError | UnboundedPoolTooLargeError)
 
 
 def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Outcome:
