@@ -257,3 +257,15 @@ def test_backend_layouts_do_not_apply_to_a_single_backing_plan() -> None:
             "meta",
             layouts={"model.layers.0.self_attn.attn": KVCacheLayout.FLASH_ATTN_HND},
         )
+
+
+def test_026_plans_keep_one_buffer_per_tensor() -> None:
+    from tests.test_gpu_golden import SCENARIOS, kv_cache_config_from_json
+
+    for scenario, body in SCENARIOS.items():
+        config = kv_cache_config_from_json(body["kv_cache_config"])
+        assert not uses_single_backing(config), f"{scenario}: a 0.26 plan has no layer stride"
+        buffers = allocate_kv_cache_buffers(config, "meta")
+        unpacked = sum(1 for t in config.kv_cache_tensors if t.block_stride == 0)
+        packed = any(t.block_stride > 0 for t in config.kv_cache_tensors)
+        assert len(buffers.buffers) == unpacked + packed, f"{scenario}: 0.26 allocation"
