@@ -38,6 +38,7 @@ from kvpure_gpu.kv_cache import (
     select_kernel_block_sizes,
 )
 from kvpure_gpu.layouts import KVCacheLayout
+from kvpure_gpu.single_backing import backing_size, single_backing_views, uses_single_backing
 from kvpure_gpu.views import (
     AttentionGeometry,
     MambaGeometry,
@@ -60,6 +61,7 @@ __all__ = [
     "allocate_kv_cache_buffers",
     "attention_geometry",
     "attention_view",
+    "backing_size",
     "batch_block_tables",
     "bind_kv_cache_views",
     "block_table_tensor",
@@ -70,6 +72,8 @@ __all__ = [
     "mamba_state_views",
     "materialize_kv_cache",
     "select_kernel_block_sizes",
+    "single_backing_views",
     "slot_mapping_tensor",
     "to_torch_dtype",
+    "uses_single_backing",
 ]

@@ -6,6 +6,10 @@ packed tensors (``block_stride > 0``) alias a single backing buffer, made
 when the first of them is seen. Zero-filling is the default (Mamba state
 must start at zero); ``zero_fill=False`` uses ``torch.empty`` for callers
 that fill the memory themselves.
+
+A vLLM 0.33+ plan (its tensors have a ``layer_stride``) describes one backing
+allocation: as 0.34's ``allocate_kv_cache``, it gets ONE buffer of the pool's
+size and every tensor (and layer) maps to it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from kvpure.runtime_types import typed
 from kvpure.specs.kv_cache_config import KVCacheConfig
 from kvpure_gpu.errors import DeviceUnavailableError, PackedTensorMismatchError
+from kvpure_gpu.single_backing import backing_size, uses_single_backing
 
 DeviceLike = torch.device | str | int
 """A torch device or anything ``torch.device`` accepts."""
@@ -70,6 +75,10 @@ def allocate_kv_cache_buffers(
     dev = torch.device(device)
     require_device(dev)
     make = torch.zeros if zero_fill else torch.empty
+    if uses_single_backing(kv_cache_config):
+        return _single_backing_buffers(
+            kv_cache_config, make(backing_size(kv_cache_config), dtype=torch.int8, device=dev)
+        )
     buffers: list[torch.Tensor] = []
     tensor_index: list[int] = []
     layer_buffer: dict[str, int] = {}
@@ -105,5 +114,18 @@ def allocate_kv_cache_buffers(
         buffers=tuple(buffers),
         tensor_buffer_index=tuple(tensor_index),
         layer_buffer_index=MappingProxyType(layer_buffer),
+        layer_tensor_index=MappingProxyType(layer_tensor),
+    )
+
+
+def _single_backing_buffers(kv_cache_config: KVCacheConfig, raw: torch.Tensor) -> KVCacheBuffers:
+    layer_tensor: dict[str, int] = {}
+    for i, tensor in enumerate(kv_cache_config.kv_cache_tensors):
+        for layer in tensor.shared_by:
+            layer_tensor.setdefault(layer, i)
+    return KVCacheBuffers(
+        buffers=(raw,),
+        tensor_buffer_index=(0,) * len(kv_cache_config.kv_cache_tensors),
+        layer_buffer_index=MappingProxyType(dict.fromkeys(layer_tensor, 0)),
         layer_tensor_index=MappingProxyType(layer_tensor),
     )

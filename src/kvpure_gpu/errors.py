@@ -8,9 +8,11 @@ from __future__ import annotations
 from kvpure.errors import KVPureNotImplementedError, KVPureRuntimeError, KVPureValueError
 
 __all__ = [
+    "BackingSizeMismatchError",
     "DeviceUnavailableError",
     "KVCacheLayoutError",
     "KernelBlockSizeError",
+    "LayerOutsideBackingError",
     "LayerWithoutGroupError",
     "LayerWithoutTensorError",
     "LayoutCannotExpressPageError",
@@ -89,6 +91,35 @@ class PackedTensorMismatchError(KVCacheLayoutError):
         self.field = field
         self.value = value
         self.expected = expected
+
+
+class BackingSizeMismatchError(KVCacheLayoutError):
+    """A single-backing (vLLM 0.33+) plan's tensors state different backing sizes."""
+
+    def __init__(self, *, tensor_index: int, size: int, expected: int) -> None:
+        super().__init__(
+            f"kv_cache_tensors[{tensor_index}]: size={size} but kv_cache_tensors[0] has "
+            f"size={expected}; in a plan with layer_stride every tensor's size is the one "
+            "backing allocation and must agree"
+        )
+        self.layer_name = f"kv_cache_tensors[{tensor_index}]"
+        self.tensor_index = tensor_index
+        self.size = size
+        self.expected = expected
+
+
+class LayerOutsideBackingError(KVCacheLayoutError):
+    """A layer's last block ends past the single backing allocation."""
+
+    def __init__(self, *, layer_name: str, end_bytes: int, size_bytes: int) -> None:
+        super().__init__(
+            f"layer {layer_name!r}: its last block ends at byte {end_bytes}, past the backing "
+            f"allocation of {size_bytes} bytes; offset, layer_stride, block_stride and size "
+            "must place every layer inside the allocation"
+        )
+        self.layer_name = layer_name
+        self.end_bytes = end_bytes
+        self.size_bytes = size_bytes
 
 
 class LayoutCannotExpressPageError(KVCacheLayoutError):

@@ -6,6 +6,10 @@
 specs, and builds the layer's view by its layout. Nothing is decided here:
 the layouts and kernel block sizes are the caller's (defaults: FlashAttention
 NHD for attention, the MLA layout for MLA specs, the group's block size).
+
+A vLLM 0.33+ plan (one backing allocation, tensors with a ``layer_stride``)
+is viewed as vLLM 0.34 does, in its plan's LBNHC layout
+(:mod:`kvpure_gpu.single_backing`); its layers have ``layout=None``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from kvpure_gpu.allocate import DeviceLike, KVCacheBuffers, allocate_kv_cache_bu
 from kvpure_gpu.dtypes import to_torch_dtype
 from kvpure_gpu.errors import LayerWithoutGroupError, LayerWithoutTensorError, UnsupportedViewError
 from kvpure_gpu.layouts import KVCacheLayout
+from kvpure_gpu.single_backing import single_backing_views, uses_single_backing
 from kvpure_gpu.views import (
     AttentionGeometry,
     MambaGeometry,
@@ -52,7 +57,9 @@ class LayerKVCache:
 
     ``tensor`` is set for attention layers (``layout`` says how it is
     shaped), ``states`` for Mamba layers. ``kernel_block_size`` is the block
-    size the view is shaped with.
+    size the view is shaped with. In a single-backing (vLLM 0.33+) plan every
+    layer has a ``tensor`` in the LBNHC layout (a Mamba layer's is int8
+    ``[B, 1, 1, state bytes]``) and ``layout`` is None.
     """
 
     layer_name: str
@@ -233,6 +240,14 @@ def bind_kv_cache_views(
                 reason=f"must have one entry per KV-cache group ({len(groups)})",
             )
     overrides = layouts if layouts is not None else {}
+    if uses_single_backing(kv_cache_config):
+        if overrides:
+            raise InvalidFieldError(
+                field="layouts",
+                value=sorted(overrides),
+                reason="a single-backing (vLLM 0.33+) plan is laid out LBNHC; pass no layouts",
+            )
+        return _bind_single_backing(kv_cache_config, buffers, kernels)
     layer_specs = _layer_specs(kv_cache_config)
     grouped = {name for name, _, _ in layer_specs}
     for t_index, tensor in enumerate(kv_cache_config.kv_cache_tensors):
@@ -288,6 +303,38 @@ def bind_kv_cache_views(
             raise UnsupportedViewError(
                 layer_name=name, reason=f"spec type {type(spec).__name__} has no view"
             )
+    return KVCache(
+        kv_cache_config=kv_cache_config,
+        buffers=buffers,
+        layers=MappingProxyType(layers),
+        kernel_block_sizes=kernels,
+    )
+
+
+def _bind_single_backing(
+    kv_cache_config: KVCacheConfig, buffers: KVCacheBuffers, kernels: tuple[int, ...]
+) -> KVCache:
+    views = single_backing_views(kv_cache_config, buffers.buffers[0], kernels)
+    layers: dict[str, LayerKVCache] = {}
+    for name, g_index, spec in _layer_specs(kv_cache_config):
+        if name not in views:
+            if isinstance(spec, EncoderOnlyAttentionSpec):
+                continue  # runner-only layers hold no KV cache
+            raise LayerWithoutTensorError(layer_name=name)
+        view_group, _, view = views[name]
+        if view_group != g_index:
+            raise LayerWithoutGroupError(
+                layer_name=name, tensor_index=buffers.layer_tensor_index[name]
+            )
+        layers[name] = LayerKVCache(
+            layer_name=name,
+            group_index=g_index,
+            buffer_index=0,
+            spec=spec,
+            layout=None,
+            kernel_block_size=kernels[g_index],
+            tensor=view,
+        )
     return KVCache(
         kv_cache_config=kv_cache_config,
         buffers=buffers,
