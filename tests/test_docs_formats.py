@@ -127,9 +127,9 @@ def test_readme_eviction_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _ = run(line + " --json")
     assert code == 0
     first = json.loads(out)["sweep_memory"][0]
-    assert first["memory"] == "128MiB"
+    assert first["memory"] == "160MiB"
     lost, unbounded = first["hits_lost_to_eviction"], first["unbounded"]["prefix_cache_hits"]
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
-    assert f"at 128 MiB, {lost:,} of the {unbounded:,} prompt tokens" in readme
+    assert f"at 160 MiB, {lost:,} of the {unbounded:,} prompt tokens" in readme
     rates = [row["actual"]["hit_rate"] for row in json.loads(out)["sweep_memory"]]
     assert rates[-1] == first["unbounded"]["hit_rate"]  # 1 GiB: the unbounded rate

@@ -341,7 +341,12 @@ def test_sweep_over_tp_answers_the_smallest_tp_that_starts(
     layout = layout_of(SCOUT)
     longest = rows[2]["max_model_len_that_starts"][0]
     low = tuple(m["kv_cache_bytes_low"] for m in rows[2]["memory"])
-    flags = ServeFlags(kv_cache_memory_bytes=low, gpu=find_gpu("H100-80GB"), tensor_parallel_size=4)
+    flags = ServeFlags(
+        kv_cache_memory_bytes=low,
+        gpu=find_gpu("H100-80GB"),
+        tensor_parallel_size=4,
+        vllm_version="0.26",  # as PIN
+    )
     assert starts(layout, replace(flags, max_model_len=longest))
     assert not starts(layout, replace(flags, max_model_len=longest + 1))
 
@@ -391,12 +396,16 @@ def test_memory_profile_version_selects_the_release_estimated(
     _, old = run_json(old_argv, capsys)
     _, new = run_json([LLAMA, "--gpu", "H100-80GB"], capsys)
     config = parse_model_config(json.loads(Path(LLAMA).read_text()))
-    for data, version in ((old, "0.19.0"), (new, "0.26.0")):
+    # Each release's own default utilization: 0.9 before 0.21, 0.92 from 0.21
+    # (vllm/config/cache.py CacheConfig.gpu_memory_utilization).
+    for data, version, utilization in ((old, "0.19.0", 0.9), (new, "0.26.0", 0.92)):
         (m,) = memory_of(data)
         (direct,) = estimate_memory_budget(
             config,
             ProfileSettings(
-                total_gpu_bytes=H100_TOTAL, vllm_version=version, gpu_memory_utilization=0.92
+                total_gpu_bytes=H100_TOTAL,
+                vllm_version=version,
+                gpu_memory_utilization=utilization,
             ),
             Parallelism(),
         )

@@ -38,7 +38,7 @@ def check_plan_inputs(
     settings: object, specs_per_worker: object, available_memory_per_worker: object
 ) -> None:
     """``get_kv_cache_configs``'s arguments: PlannerSettings, per-worker mappings of layer
-    names to specs, and one memory figure (an int in ``[0, MAX_MEMORY_BYTES]``) per worker."""
+    names to specs, and one memory figure (an int of at most ``MAX_MEMORY_BYTES``) per worker."""
     from collections.abc import Mapping
 
     from kvpure.errors import KVPureTypeError
@@ -74,4 +74,10 @@ def check_plan_inputs(
             f"ints (bytes), got {type(available_memory_per_worker).__name__}"
         )
     for worker, memory in enumerate(available_memory_per_worker):
-        check_int(f"available_memory[{worker}]", memory, minimum=0, maximum=MAX_MEMORY_BYTES)
+        # A negative figure is vLLM's own "No available memory" error, raised by the planner.
+        check_int(
+            f"available_memory[{worker}]",
+            memory,
+            minimum=-MAX_MEMORY_BYTES,
+            maximum=MAX_MEMORY_BYTES,
+        )

@@ -38,7 +38,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "cache-replay",
         "kvpure.cli.cache_replay_command",
-        "replay requests through vLLM 0.26's prefix cache, block for block",
+        "replay requests through vLLM's prefix cache (0.26, 0.33, 0.34), block for block",
     ),
     (
         "cache",
