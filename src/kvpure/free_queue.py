@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from types import ModuleType
-from typing import Final
+from typing import Any, Final
 
 from kvpure.errors import (
     BlockAlreadyQueuedError,
@@ -267,8 +267,12 @@ class FreeKVCacheBlockQueue:
         self._num_free_blocks += len(blocks)
 
     @staticmethod
-    def _read_batch(operation: str, blocks: object) -> tuple[KVCacheBlock, ...]:
-        """Any iterable of blocks, read to its end; a non-iterable is a typed error."""
+    def _read_batch(operation: str, blocks: object) -> tuple[Any, ...]:
+        """Any iterable, read to its end; a non-iterable is a typed error.
+
+        The items are not checked here (``Any``): the link loop or the C helper meets a
+        non-block as it links and refuses it with :class:`NotABlockError`, undoing the batch.
+        """
         if isinstance(blocks, KVCacheBlock) or not hasattr(blocks, "__iter__"):
             raise KVPureTypeError(
                 f"{operation}: blocks must be an iterable of KVCacheBlock, "
