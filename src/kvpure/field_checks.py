@@ -9,6 +9,8 @@ the boundary, so that the planning core runs unchecked on known-good values.
 
 from __future__ import annotations
 
+import math
+
 from kvpure.errors import InvalidFieldError
 
 __all__ = ["MAX_MEMORY_BYTES", "check_int", "check_optional_int", "check_plan_inputs"]
@@ -27,6 +29,16 @@ def check_int(field: str, value: object, *, minimum: int, maximum: int | None = 
     if maximum is not None and value > maximum:
         raise InvalidFieldError(field=field, value=value, reason=f"must be at most {maximum}")
     return value
+
+
+def check_optional_seconds(field: str, value: object, *, reason: str) -> None:
+    """``value`` is None or a finite, non-negative int or float (seconds); else an error."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidFieldError(field=field, value=value, reason=reason)
+    if value < 0:
+        raise InvalidFieldError(field=field, value=value, reason=reason)
 
 
 def check_optional_int(field: str, value: object, *, minimum: int) -> int | None:

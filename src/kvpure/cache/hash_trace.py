@@ -33,11 +33,11 @@ path's (``tests/test_cache_hash_trace.py`` checks it against the token path).
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_optional_seconds
 from kvpure.hashing import BlockHash
 
 __all__ = [
@@ -197,13 +197,7 @@ def parse_trace_line(data: object, where: str, block_size: int, unique: int) -> 
             "block size with --trace-block-size (512 for Mooncake, 64 for InferenceX)",
         )
     stamp = data.get("timestamp")
-    if stamp is not None and (
-        isinstance(stamp, bool)
-        or not isinstance(stamp, int | float)
-        or not math.isfinite(stamp)
-        or stamp < 0
-    ):
-        raise _field(f"{where}.timestamp", stamp, "must be a number >= 0")
+    check_optional_seconds(f"{where}.timestamp", stamp, reason="must be a number >= 0")
     return TraceRequest(
         hash_ids=tuple(ids),
         input_length=length,

@@ -18,11 +18,11 @@ forms need a tokenizer (``--tokenizer``); see :mod:`kvpure.text`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_optional_seconds
 from kvpure.text.chat_template import ChatMessage
 
 __all__ = ["MAX_MESSAGES", "PromptEncoder", "WorkloadRequest", "parse_messages", "parse_request"]
@@ -204,13 +204,9 @@ def parse_request(
     lora_name = _optional_str(data, "lora_name", where)
     cache_salt = _optional_str(data, "cache_salt", where)
     arrival = data.get("arrival_time")
-    if arrival is not None and (
-        isinstance(arrival, bool)
-        or not isinstance(arrival, int | float)
-        or not math.isfinite(arrival)
-        or arrival < 0
-    ):
-        raise _field(f"{where}.arrival_time", arrival, "must be a number of seconds >= 0")
+    check_optional_seconds(
+        f"{where}.arrival_time", arrival, reason="must be a number of seconds >= 0"
+    )
     return WorkloadRequest(
         prompt_token_ids=_prompt_ids(data, where, encoder),
         output_len=output_len,
