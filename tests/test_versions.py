@@ -62,3 +62,16 @@ def test_version_at_least() -> None:
     assert version_at_least("0.34", "0.33")
     assert version_at_least("0.33.0", "0.33")
     assert not version_at_least("0.26", "0.33")
+
+
+def test_the_error_names_its_field_and_keeps_the_known_versions() -> None:
+    with pytest.raises(UnknownVllmVersionError) as info:
+        normalize_vllm_version("1.0")
+    assert info.value.field == "vllm_version"
+    assert info.value.known == KNOWN_VLLM_VERSIONS
+    with pytest.raises(UnknownVllmVersionError) as flag:
+        resolve_vllm_version("1.0", "0.26")
+    assert flag.value.field == "--vllm"
+    with pytest.raises(UnknownVllmVersionError) as in_file:
+        resolve_vllm_version(None, "1.0", file_field="trace.vllm_version")
+    assert in_file.value.field == "trace.vllm_version"

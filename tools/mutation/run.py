@@ -58,6 +58,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_serve_defaults.py",
         "tests/test_serve_cli.py",
     ),
+    "kvpure/versions.py": ("tests/test_versions.py",),
+    "kvpure/cache/rules.py": ("tests/test_cache_rules.py", "tests/test_cache_golden_034.py"),
     "kvpure/free_queue.py": (
         "tests/test_free_queue.py",
         "tests/test_free_queue_edges.py",
