@@ -1,4 +1,4 @@
-"""``kvpure cache`` plans its pool as ``kvpure plan`` does: vLLM 0.26's serve defaults, hub ids.
+"""``kvpure cache`` plans its pool as ``kvpure plan`` does: --vllm's serve defaults, hub ids.
 
 The analyzer used to plan with kvpure's fixed defaults (FlashMLA's 64-token
 blocks for every MLA model on every GPU). It now resolves the GPU-dependent
@@ -102,3 +102,34 @@ def test_a_model_missing_from_the_cache_is_one_line(
     assert code == 2
     assert len(err.splitlines()) == 1
     assert "nobody/none" in err
+
+
+GRANITE_HYBRID = ROOT / "examples" / "granite_4_0_h_small.json"
+
+
+@pytest.mark.parametrize(
+    ("vllm", "prefix_caching"),
+    [
+        # vllm 0.26.0 vllm/engine/arg_utils.py
+        # _set_default_chunked_prefill_and_prefix_caching_args: "Hybrid models support
+        # prefix caching but keep it opt-in": default = supported and not is_hybrid
+        ("0.26", False),
+        # vllm 0.34.0, same function: default = model_config.is_prefix_caching_supported
+        ("0.34", True),
+    ],
+)
+def test_the_sweep_plans_with_the_serve_defaults_of_the_vllm_release(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, vllm: str, prefix_caching: bool
+) -> None:
+    """An attention + Mamba hybrid: prefix caching is opt-in in 0.26, on by default in 0.34."""
+    options = ["--kv-cache-memory", "4GiB", "--max-model-len", "8192", "--vllm", vllm]
+    data = _cache(capsys, _workload(tmp_path), "--model", str(GRANITE_HYBRID), *options)
+    assert data["vllm_version"] == vllm
+    assert data["actual"]["enable_caching"] is prefix_caching
+    # two identical 40-token prompts, shorter than one 528-token Mamba-aligned block:
+    # nothing is looked up when caching is off, and nothing can hit when it is on
+    assert data["actual"]["prefix_cache_queries"] == (2 * len(PROMPT) if prefix_caching else 0)
+    # `kvpure plan` of the same release agrees
+    main(["plan", str(GRANITE_HYBRID), *options, "--json"])
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert settings["enable_prefix_caching"]["value"] is prefix_caching

@@ -30,7 +30,7 @@ from kvpure.cache.workload import (
     workload_totals,
 )
 from kvpure.cache.workload_server import Workload
-from kvpure.cli.serve_options import serve_flags_from_options
+from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
@@ -90,7 +90,7 @@ def _set_shared(sweep: SweepInput, labels: tuple[str | None, ...]) -> None:
 
 
 def _deployment(sweep: SweepInput, layout: ModelLayout, label: str | None) -> Deployment:
-    """The deployment of one memory figure, vLLM 0.26's serve defaults resolved as for ``plan``.
+    """The deployment of one memory figure, ``--vllm``'s serve defaults resolved as for ``plan``.
 
     Async scheduling stays off: the replay drives the manager one synchronous
     step at a time (``kvpure.cache`` refuses async traces), so the plan is the
@@ -98,6 +98,7 @@ def _deployment(sweep: SweepInput, layout: ModelLayout, label: str | None) -> De
     """
     options = dict(sweep.options)
     options["async_scheduling"] = "off"
+    options[VLLM_OPTION] = sweep.vllm_version
     if label is not None:
         options["kv_cache_memory"] = label
     return resolve_serve_settings(layout, serve_flags_from_options(options)).deployment
