@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +69,10 @@ from kvpure.cli.cache_fleet_report import fleet_to_json, format_fleet
 from kvpure.cli.cache_input_report import format_input, input_to_json
 from kvpure.cli.cache_plot import check_plot_target, write_hit_rate_plot
 from kvpure.cli.cache_prefix_report import Decoder, format_prefixes, prefixes_to_json
-from kvpure.cli.cache_sweep import SweepInput, SweepRow, count_runs, run_sweep
+from kvpure.cli.cache_sweep import SweepInput, count_runs, run_sweep
+from kvpure.cli.cache_sweep_report import format_sweep, sweep_labels
 from kvpure.cli.input_files import read_json
-from kvpure.cli.option_values import parse_memory_bytes, parse_positive_int
+from kvpure.cli.option_values import parse_positive_int
 from kvpure.cli.peak_memory import peak_rss_bytes
 from kvpure.cli.plan_memory import MEMORY_OPTIONS, add_memory_options, split_memory_options
 from kvpure.cli.plan_options import OPTIONS
@@ -103,9 +103,7 @@ _OPTION_NAMES = (
     "gpu_vendor",
     *(option.name for option in MEMORY_OPTIONS),
 )
-_BAR_WIDTH = 40
 _MAX_JOBS = 256
-_MAX_SWEEP = 256
 
 _EPILOG = """\
 example:
@@ -258,33 +256,6 @@ def format_report(report: WorkloadReport, decode: Decoder | None = None) -> str:
     return "\n".join(lines)
 
 
-def format_sweep(rows: Sequence[SweepRow]) -> str:
-    """A table of the sweep and a bar per memory figure."""
-    lines = [
-        f"{'memory':>10} {'blocks':>9} {'hits':>12} {'hit rate':>9} {'lost':>10}",
-    ]
-    served = [(label, r) for label, r in rows if not isinstance(r, str)]
-    for label, r in rows:
-        if isinstance(r, str):
-            lines.append(f"{label:>10} cannot be served: {r}")
-            continue
-        lines.append(
-            f"{label:>10} {r.actual.num_blocks - 1:>9,} {r.actual.hits:>12,} "
-            f"{r.actual.hit_rate:>9.1%} {r.hits_lost_to_eviction:>10,}"
-        )
-    if not served:
-        return "\n".join(lines)
-    upper = served[0][1].unbounded
-    lines += ["", f"hit rate (| marks the unbounded cache's {upper.hit_rate:.1%}):"]
-    mark = round(upper.hit_rate * _BAR_WIDTH)
-    for label, r in served:
-        filled = round(r.actual.hit_rate * _BAR_WIDTH)
-        bar = "#" * filled + " " * (_BAR_WIDTH - filled)
-        bar = bar[:mark] + "|" + bar[mark:] if mark < _BAR_WIDTH else bar + "|"
-        lines.append(f"{label:>10} {bar} {r.actual.hit_rate:.1%}")
-    return "\n".join(lines)
-
-
 def _options(args: argparse.Namespace) -> dict[str, str]:
     return {
         name: str(getattr(args, f"opt_{name}"))
@@ -298,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = parse_positive_int(args.jobs, field="--jobs")
     if jobs > _MAX_JOBS:
         raise InvalidFieldError(field="--jobs", value=jobs, reason=f"must be at most {_MAX_JOBS}")
-    labels = _sweep_labels(args.sweep_memory)
+    labels = sweep_labels(args.sweep_memory)
     if args.plot is not None and labels is None:
         raise InvalidFieldError(
             field="--plot", value=args.plot, reason="draws a sweep: give --sweep-memory too"
@@ -388,20 +359,3 @@ def run(args: argparse.Namespace) -> int:
         if args.plot is not None:
             print(f"curve: {args.plot}")
     return 0
-
-
-def _sweep_labels(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    labels = [v.strip() for v in value.split(",") if v.strip()]
-    if not labels:
-        raise InvalidFieldError(
-            field="--sweep-memory", value=value, reason="must list memory figures"
-        )
-    if len(labels) > _MAX_SWEEP:
-        raise InvalidFieldError(
-            field="--sweep-memory", value=len(labels), reason=f"must list at most {_MAX_SWEEP}"
-        )
-    for label in labels:
-        parse_memory_bytes(label, field="--sweep-memory")
-    return labels

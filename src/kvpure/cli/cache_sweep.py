@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from kvpure.cache.errors import UnboundedPoolTooLargeError
 from kvpure.cache.fleet import FleetResult, InstanceResult, run_fleet, run_round_robin_instance
@@ -30,6 +29,7 @@ from kvpure.cache.workload import (
     workload_totals,
 )
 from kvpure.cache.workload_server import Workload
+from kvpure.cli.cache_dask import run_on_dask, worker_workload
 from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.architectures import model_layout
@@ -39,9 +39,6 @@ from kvpure.models.errors import ModelConfigError
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.defaults import resolve_serve_settings
 from kvpure.versions import DEFAULT_VLLM_VERSION
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 __all__ = ["SweepInput", "SweepRow", "count_runs", "run_sweep"]
 
@@ -80,13 +77,18 @@ class _Task:
 
 _Outcome = RunResult | FleetResult | InstanceResult | KVPureError | None
 
-_shared: tuple[SweepInput, ModelLayout, tuple[str | None, ...]] | None = None
+_Shared = tuple[SweepInput, ModelLayout, tuple[str | None, ...]]
+_shared: _Shared | None = None
+
+
+def _shared_input(sweep: SweepInput, labels: tuple[str | None, ...]) -> _Shared:
+    return (sweep, model_layout(parse_model_config(sweep.model_config)), labels)
 
 
 def _set_shared(sweep: SweepInput, labels: tuple[str | None, ...]) -> None:
     """The pool's initializer (and the serial path's setup): parse the model once."""
     global _shared
-    _shared = (sweep, model_layout(parse_model_config(sweep.model_config)), labels)
+    _shared = _shared_input(sweep, labels)
 
 
 def _deployment(sweep: SweepInput, layout: ModelLayout, label: str | None) -> Deployment:
@@ -113,7 +115,22 @@ def _run_task(task: _Task, progress: Callable[[int], None] | None = None) -> _Ou
     """One run; a memory figure that cannot be served is returned as its error."""
     if _shared is None:
         raise RuntimeError("the sweep's shared input is set before any task runs")
-    sweep, layout, labels = _shared
+    return _run_task_on(_shared, task, progress)
+
+
+def _run_dask_task(
+    task: _Task, sweep_and_labels: tuple[SweepInput, tuple[str | None, ...]]
+) -> _Outcome:
+    """One run on a Dask worker: the workload read from the worker's copy of its spool."""
+    sweep, labels = sweep_and_labels
+    sweep = replace(sweep, requests=worker_workload(sweep.requests))
+    return _run_task_on(_shared_input(sweep, labels), task)
+
+
+def _run_task_on(
+    shared: _Shared, task: _Task, progress: Callable[[int], None] | None = None
+) -> _Outcome:
+    sweep, layout, labels = shared
     requests, seqs = sweep.requests, sweep.max_num_seqs
     indexes = range(task.index, len(labels)) if task.kind == "first-unbounded" else [task.index]
     for index in indexes:
@@ -184,18 +201,33 @@ def run_sweep(
     jobs: int = 1,
     strict: bool = False,
     progress: Callable[[int], None] | None = None,
+    dask_scheduler: str | None = None,
 ) -> list[tuple[str | None, WorkloadReport | str]]:
     """A report (or why it cannot be served) per memory figure, in order.
 
     ``labels`` are memory figures (None: the options' own). ``strict`` raises a
     figure's error instead of reporting it; a mistake in the input always
     raises. ``jobs`` above 1 runs the tasks in that many processes.
+    ``dask_scheduler`` (a scheduler's address, or ``"local"`` for a
+    ``LocalCluster`` of ``jobs`` worker processes) runs them on a Dask cluster
+    instead (``pip install 'kvpure[distributed]'``); the rows are the same.
     ``progress`` is called with the number of requests replayed since its last call.
     """
     labels = tuple(labels)
     tasks = _tasks(sweep, len(labels), _unbounded_per_figure(sweep, labels))
     outcomes: list[_Outcome]
-    if jobs <= 1:
+    if dask_scheduler is not None:
+        done = None if progress is None else _advance(progress, len(sweep.requests))
+        outcomes = run_on_dask(
+            dask_scheduler,
+            _run_dask_task,
+            tasks,
+            (sweep, labels),
+            workload=sweep.requests,
+            workers=jobs if jobs > 1 else None,
+            done=done,
+        )
+    elif jobs <= 1:
         _set_shared(sweep, labels)
         outcomes = [_counted(task, len(sweep.requests), progress) for task in tasks]
     else:
@@ -230,8 +262,8 @@ def _counted(task: _Task, total: int, progress: Callable[[int], None] | None) ->
     return outcome
 
 
-def _advance(progress: Callable[[int], None], step: int) -> Callable[[Future[_Outcome]], None]:
-    def done(_: Future[_Outcome]) -> None:
+def _advance(progress: Callable[[int], None], step: int) -> Callable[[object], None]:
+    def done(_: object) -> None:
         progress(step)
 
     return done
