@@ -35,7 +35,8 @@ prefix_cache_queries / prefix_cache_hits), the hits of an unbounded cache,
 the hits lost to eviction, and the shared-prefix tokens that cannot hit
 because they are shorter than a block. --sweep-memory re-runs per memory
 figure and draws the hit-rate curve (--plot FILE.png draws it as an image);
---jobs N runs the figures in N processes; --json prints one JSON object.
+--jobs N runs the figures in N processes (--dask-scheduler: on a Dask
+cluster); --json prints one JSON object.
 --instances N also splits the workload over N servers, routed by each
 --routing policy (round-robin, least-loaded, prefix-aware).
 A progress bar is drawn on standard error when it is a terminal (or with
@@ -57,6 +58,7 @@ from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
 )
+from kvpure.cli.cache_dask import dask_scheduler_option
 from kvpure.cli.cache_estimate import (
     BAND_ENDS,
     BandReport,
@@ -166,6 +168,12 @@ def register(sub: Any) -> None:
         "--jobs", metavar="N", default="1", help="run the replays in N processes (default 1)"
     )
     parser.add_argument(
+        "--dask-scheduler",
+        metavar="ADDRESS|local",
+        help="run the replays on a Dask cluster (tcp://HOST:PORT), or on a LocalCluster of "
+        "--jobs processes (local); needs kvpure[distributed]",
+    )
+    parser.add_argument(
         "--progress", action="store_true", help="draw the progress bar even when not on a terminal"
     )
     parser.add_argument(
@@ -269,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = parse_positive_int(args.jobs, field="--jobs")
     if jobs > _MAX_JOBS:
         raise InvalidFieldError(field="--jobs", value=jobs, reason=f"must be at most {_MAX_JOBS}")
+    scheduler = dask_scheduler_option(args.dask_scheduler, jobs)
     labels = sweep_labels(args.sweep_memory)
     if args.plot is not None and labels is None:
         raise InvalidFieldError(
@@ -304,7 +313,9 @@ def run(args: argparse.Namespace) -> int:
     bar = progress_bar(len(requests) * count_runs(sweep, figures), forced=args.progress)
     try:
         strict = labels is None and band is None
-        rows = run_sweep(sweep, figures, jobs=jobs, strict=strict, progress=bar)
+        rows = run_sweep(
+            sweep, figures, jobs=jobs, strict=strict, progress=bar, dask_scheduler=scheduler
+        )
         if band is not None and isinstance(rows[0][1], str):  # the central figure's own error
             run_sweep(sweep, figures[:1], strict=True)
     finally:

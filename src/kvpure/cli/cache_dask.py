@@ -24,17 +24,20 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from kvpure.cache.workload_server import Workload, WorkloadItem
 from kvpure.cache.workload_spool import WorkloadStream
-from kvpure.errors import KVPureRuntimeError
+from kvpure.errors import InvalidFieldError, KVPureRuntimeError
 from kvpure.text.errors import MissingExtraError
 
-if TYPE_CHECKING:
-    from distributed import Client, Worker
-
-__all__ = ["LOCAL_SCHEDULER", "DaskClusterError", "run_on_dask", "worker_workload"]
+__all__ = [
+    "LOCAL_SCHEDULER",
+    "DaskClusterError",
+    "dask_scheduler_option",
+    "run_on_dask",
+    "worker_workload",
+]
 
 LOCAL_SCHEDULER: Final = "local"
 """The ``--dask-scheduler`` value that starts a ``LocalCluster``."""
@@ -55,6 +58,28 @@ class DaskClusterError(KVPureRuntimeError):
         self.reason = reason
 
 
+def dask_scheduler_option(value: str | None, jobs: int) -> str | None:
+    """``--dask-scheduler``, checked before any replay: ``local`` or a scheduler's address."""
+    if value is None:
+        return None
+    address = value.strip()
+    if not address:
+        raise InvalidFieldError(
+            field="--dask-scheduler", value=value, reason="give tcp://HOST:PORT or local"
+        )
+    if address != LOCAL_SCHEDULER and jobs > 1:
+        raise InvalidFieldError(
+            field="--jobs",
+            value=jobs,
+            reason="sizes a local cluster only: a scheduler's workers are its own",
+        )
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise _missing() from None
+    return address
+
+
 def _one_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     first = text[0] if text else type(err).__name__
@@ -66,7 +91,8 @@ def _missing() -> MissingExtraError:
 
 
 @contextlib.contextmanager
-def _client(address: str, workers: int | None) -> Iterator[Client]:
+def _client(address: str, workers: int | None) -> Iterator[Any]:
+    """A ``distributed.Client`` of the cluster (``Any``: distributed is imported only here)."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -74,7 +100,7 @@ def _client(address: str, workers: int | None) -> Iterator[Client]:
     if address == LOCAL_SCHEDULER:
         with (
             LocalCluster(
-                n_workers=workers, threads_per_worker=1, dashboard_address=None
+                n_workers=workers, threads_per_worker=1, dashboard_address=":0"
             ) as cluster,
             Client(cluster) as client,
         ):
@@ -91,7 +117,7 @@ def _client(address: str, workers: int | None) -> Iterator[Client]:
         yield client
 
 
-def _upload(client: Client, workload: Workload) -> str | None:
+def _upload(client: Any, workload: Workload) -> str | None:
     """Upload the workload's spool file to every worker (None: it travels with the input)."""
     if not isinstance(workload, WorkloadStream):
         return None
@@ -102,7 +128,7 @@ def _upload(client: Client, workload: Workload) -> str | None:
     return name
 
 
-def _remove_upload(filename: str, dask_worker: Worker) -> None:
+def _remove_upload(filename: str, dask_worker: Any) -> None:
     with contextlib.suppress(OSError):
         os.unlink(os.path.join(dask_worker.local_directory, filename))
 
