@@ -1,4 +1,4 @@
-"""Benchmark: a ``kvpure cache`` memory sweep, serial against ``--jobs 2`` and a Dask cluster.
+"""Benchmark: a ``kvpure cache`` memory sweep, serial against ``--jobs N`` and a Dask cluster.
 
 The workload of ``bench_cache_sweep_jobs.py`` (``--requests`` prompts, default
 600, of a shared 512-token system prompt and 512 tokens of their own, Llama 3
@@ -6,10 +6,10 @@ The workload of ``bench_cache_sweep_jobs.py`` (``--requests`` prompts, default
 spool file, which the Dask path uploads to each worker), swept over four
 memory figures: five replays. Side by side, in one process:
 
-- serial (``jobs=1``) and the process pool (``jobs=2``);
-- ``dask_scheduler="local"``, ``jobs=2``: a LocalCluster of 2 worker processes
-  started and stopped by the call (its start-up counted);
-- a LocalCluster of 2 worker processes started once, its address passed
+- serial (``jobs=1``) and the process pool (``jobs=N``, ``--workers N``, 2);
+- ``dask_scheduler="local"``, ``jobs=N``: a LocalCluster of N worker
+  processes started and stopped by the call (its start-up counted);
+- a LocalCluster of N worker processes started once, its address passed
   (``--dask-scheduler tcp://...``): what a running cluster costs per sweep.
 
 Each figure is the wall-clock ratio to serial (below 1.0: faster), best of 2
@@ -17,7 +17,8 @@ rounds but the cold cluster (one round); every row set is checked equal to
 the serial one. On a machine with fewer free cores than workers the ratio
 says so: the replays are independent, so a cluster wins only by its cores.
 
-Run: ``python bench/bench_cache_sweep_dask.py`` (``--quick`` for 150 requests).
+Run: ``python bench/bench_cache_sweep_dask.py`` (``--quick`` for 150 requests,
+``--requests N``, ``--workers N``).
 Needs ``pip install 'kvpure[distributed]'`` (says so and exits 0 without it).
 """
 
@@ -67,9 +68,12 @@ def main() -> None:
         return
     quick = "--quick" in sys.argv
     count = 150 if quick else 600
+    workers = 2
     for i, arg in enumerate(sys.argv):
         if arg == "--requests" and i + 1 < len(sys.argv):
             count = int(sys.argv[i + 1])
+        if arg == "--workers" and i + 1 < len(sys.argv):
+            workers = int(sys.argv[i + 1])
     config = json.loads((ROOT / "examples" / "llama3_8b.json").read_text(encoding="utf-8"))
     options = {"kv_cache_memory": "1GiB", "max_model_len": "2048"}
     with tempfile.TemporaryDirectory() as folder:
@@ -83,11 +87,11 @@ def main() -> None:
         serial, expected = _best(2, lambda: run_sweep(sweep, FIGURES))
         print(f"serial:                      {serial:7.2f} s")
         runs: list[tuple[str, int, Callable[[], object]]] = [
-            ("jobs 2 (process pool)", 2, lambda: run_sweep(sweep, FIGURES, jobs=2)),
+            (f"jobs {workers} (process pool)", 2, lambda: run_sweep(sweep, FIGURES, jobs=workers)),
             (
-                "dask local, 2 workers, cold",
+                f"dask local, {workers} workers, cold",
                 1,
-                lambda: run_sweep(sweep, FIGURES, jobs=2, dask_scheduler="local"),
+                lambda: run_sweep(sweep, FIGURES, jobs=workers, dask_scheduler="local"),
             ),
         ]
         for name, rounds, run in runs:
