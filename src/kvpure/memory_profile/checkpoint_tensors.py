@@ -27,6 +27,8 @@ from typing import Final
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
+from kvpure.models.families.common import with_defaults
+from kvpure.models.families.gemma import GEMMA3_TEXT_DEFAULTS
 
 __all__ = [
     "MAX_EXPERT_LAYERS",
@@ -44,9 +46,25 @@ MAX_EXPERT_LAYERS: Final = 2**16
 config.json naming 10**12 experts is refused at once instead of listing them."""
 
 
+_GEMMA3_TEXT_DEFAULTS: Final = {
+    **GEMMA3_TEXT_DEFAULTS,
+    "vocab_size": 262208,
+    "intermediate_size": 9216,
+    "model_type": "gemma3_text",
+}
+"""transformers' ``Gemma3TextConfig`` defaults (``configuration_gemma3.py``: vocab_size
+262208, intermediate_size 9216) for a multimodal Gemma-3 whose ``text_config`` omits them
+(google/gemma-3-4b-it gives only its shape and relies on them)."""
+
+
 def language_config(config: HFConfig) -> HFConfig:
     """The language model's part of config.json (``text_config`` when present)."""
-    return config.sub("text_config") if config.has("text_config") else config
+    if not config.has("text_config"):
+        return config
+    text = config.sub("text_config")
+    if config.str_("model_type", "") == "gemma3":
+        return with_defaults(text, _GEMMA3_TEXT_DEFAULTS)
+    return text
 
 
 def _tensor(name: str, suffix: str, dt: str, shape: tuple[int, ...]) -> TensorInfo:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.buffers import rotary_cache_bytes
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
 from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
 from kvpure.memory_profile.profile_logs import GIB
@@ -150,4 +151,5 @@ def worker_weights(
     if encoder is not None:
         extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
         totals = tuple(b + (extra if w < parallel.tp else 0) for w, b in enumerate(totals))
-    return WorkerWeights(bytes_per_worker=totals, exact=False)
+    rotary = rotary_cache_bytes(language_config(config), dtype_bytes=size)
+    return WorkerWeights(bytes_per_worker=tuple(b + rotary for b in totals), exact=False)
