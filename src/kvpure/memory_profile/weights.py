@@ -21,6 +21,7 @@ from kvpure.memory_profile.buffers import rotary_cache_bytes
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
 from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
 from kvpure.memory_profile.profile_logs import GIB
+from kvpure.memory_profile.quantized_experts import mxfp4_experts_per_worker
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism, ShardingLayout, worker_weight_bytes
 from kvpure.models.config import HFConfig
@@ -145,8 +146,12 @@ def worker_weights(
         totals = worker_weight_bytes(tensors, _layout(config), parallel, served_dtype_bytes=size)
         return WorkerWeights(bytes_per_worker=totals, exact=True)
     layout = checkpoint_quantization(config, quantization)
-    implied = checkpoint_tensors(config, quantization=layout)
+    mxfp4 = layout == "mxfp4"
+    implied = checkpoint_tensors(config, quantization=layout, routed_experts=not mxfp4)
     totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
+    if mxfp4:  # the routed experts in vLLM's stored (kernel-rounded) layout
+        experts = mxfp4_experts_per_worker(language_config(config), parallel)
+        totals = tuple(a + b for a, b in zip(totals, experts, strict=True))
     encoder = encoder_shape(config, language_config(config).int_("hidden_size", 0))
     if encoder is not None:
         extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
