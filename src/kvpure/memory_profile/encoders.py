@@ -96,6 +96,9 @@ def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
     image = _first_int(vision, "image_size", default=0)
     if image and (family in _LEARNED_POSITIONS or family.startswith(("gemma3", "llama4"))):
         positions = ((image // patch) ** 2 + 1) * h
+    if vision.has("init_pos_emb_height"):  # MoonViT's Learnable2DInterpPosEmb: (H, W, h)
+        grid = vision.int_("init_pos_emb_height") * vision.int_("init_pos_emb_width", 0)
+        positions = grid * h
     replicated = embed + positions + 2 * h + _projector(config, vision, h, text_hidden)
     return EncoderShape(sharded=layers * per_layer, replicated=replicated)
 

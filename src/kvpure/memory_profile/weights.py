@@ -42,6 +42,9 @@ _RUNTIME_QUANT: Final = {
 }
 ESTIMATE_RELATIVE_BAND: Final = 0.0025
 ESTIMATE_ABSOLUTE_BAND: Final = int(0.05 * GIB)
+MXFP4_LAYOUT_BAND: Final = int(0.05 * GIB)
+"""MXFP4 experts: the Marlin-rounded count is 0.06 (TP 1) and 0.085 GiB (TP 2) over
+gpt-oss-20b's logged weights (vLLM 0.19, H100); the kernel's own layout is not modelled."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,12 +53,15 @@ class WorkerWeights:
 
     bytes_per_worker: tuple[int, ...]
     exact: bool
+    layout_band_bytes: int = 0
+    """Added to the band where vLLM's stored layout depends on the kernel it picks (MXFP4)."""
 
     def error_bytes(self, worker: int) -> int:
         """Half-width of the band around one worker's bytes (0 when exact)."""
         if self.exact:
             return 0
-        return int(self.bytes_per_worker[worker] * ESTIMATE_RELATIVE_BAND) + ESTIMATE_ABSOLUTE_BAND
+        relative = int(self.bytes_per_worker[worker] * ESTIMATE_RELATIVE_BAND)
+        return relative + ESTIMATE_ABSOLUTE_BAND + self.layout_band_bytes
 
 
 def served_dtype_bytes(config: HFConfig, dtype: str) -> int:
@@ -157,4 +163,8 @@ def worker_weights(
         extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
         totals = tuple(b + (extra if w < parallel.tp else 0) for w, b in enumerate(totals))
     rotary = rotary_cache_bytes(language_config(config), dtype_bytes=size)
-    return WorkerWeights(bytes_per_worker=tuple(b + rotary for b in totals), exact=False)
+    return WorkerWeights(
+        bytes_per_worker=tuple(b + rotary for b in totals),
+        exact=False,
+        layout_band_bytes=MXFP4_LAYOUT_BAND if mxfp4 else 0,
+    )
