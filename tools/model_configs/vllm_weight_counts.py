@@ -31,6 +31,15 @@ from vllm.config import CacheConfig, ModelConfig, VllmConfig, set_current_vllm_c
 from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
 from vllm.model_executor.model_loader.utils import get_model_architecture  # noqa: E402
 
+import vllm.v1.attention.backends.fa_utils as _fa_utils  # noqa: E402
+
+if not hasattr(_fa_utils, "compile_flash_attn_varlen_func_from_specs"):
+    # Defined only where flash-attn is built; MLA's prefill module imports the name.
+    _fa_utils.compile_flash_attn_varlen_func_from_specs = None  # type: ignore[attr-defined]
+if getattr(_fa_utils, "flash_attn_varlen_func", None) is None:
+    # MLA's prefill backend asserts the kernel exists; building needs only the name.
+    _fa_utils.flash_attn_varlen_func = lambda *a, **k: None  # type: ignore[attr-defined]
+
 _cpu_backend = CpuPlatform.get_attn_backend_cls.__func__
 
 

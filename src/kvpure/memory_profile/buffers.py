@@ -13,7 +13,8 @@ each pipeline stage builds its own.
 
 The number of positions depends on the scaling type (vLLM 0.34 files):
 
-- default, ``llama3``, MRoPE: ``max_position_embeddings`` (``base.py``);
+- default and ``llama3``: ``max_position_embeddings`` (``base.py``);
+- MRoPE (a ``mrope_section``): ``4 x max_position_embeddings`` (``mrope.py``);
 - ``linear``: ``max_position_embeddings x factor`` (``linear_scaling_rope.py``);
 - ``yarn`` and ``deepseek_yarn``: ``original_max_position_embeddings x factor``
   (``yarn_scaling_rope.py``, ``deepseek_scaling_rope.py``; ``get_rope`` passes
@@ -33,12 +34,16 @@ from typing import Final
 
 from kvpure.models.config import HFConfig
 
-__all__ = ["RotaryCache", "rotary_cache_bytes", "rotary_caches"]
+__all__ = ["MROPE_POSITIONS_FACTOR", "RotaryCache", "rotary_cache_bytes", "rotary_caches"]
 
 _FLOAT32_ROTARY: Final = frozenset({"gpt_oss"})
 """Families whose model file builds the rotary in float32 (gpt_oss.py: ``dtype=torch.float32``)."""
 _TWO_ROTARIES: Final = frozenset({"gemma3", "gemma3_text"})
 """Gemma-3: sliding layers use a plain rotary at ``rope_local_base_freq``, full layers the scaled one."""
+
+MROPE_POSITIONS_FACTOR: Final = 4
+"""MRoPE caches four times the positions (mrope.py: ``max_position_embeddings * 4`` in
+vLLM 0.26, ``* positions_factor`` with the default 4 in 0.34)."""
 
 RotaryCache = tuple[int, int, int]
 """(positions, rotary_dim, bytes per element) of one cos/sin cache."""
@@ -68,6 +73,8 @@ def _positions(scaling: Mapping[str, object], max_position: int) -> int:
         return int(original * factor)
     if kind == "longrope":
         return original + max_position
+    if "mrope_section" in scaling:
+        return max_position * MROPE_POSITIONS_FACTOR
     return max_position
 
 

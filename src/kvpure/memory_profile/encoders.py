@@ -24,8 +24,11 @@ from kvpure.models.config import HFConfig
 
 __all__ = ["EncoderShape", "encoder_bytes_per_rank", "encoder_shape"]
 
-_GATED_MLP = frozenset({"qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_moe"})
-_LEARNED_POSITIONS = frozenset({"gemma3", "siglip_vision_model", "llama4", "kimi_vl", "qwen3_vl"})
+_GATED_MLP = frozenset({"qwen2_5_vl", "qwen2_5_vl_text"})
+_LEARNED_POSITIONS = frozenset({"gemma3", "siglip_vision_model", "llama4", "kimi_vl"})
+_QWEN3_VL = frozenset({"qwen3_vl", "qwen3_vl_moe"})
+_QWEN3_VL_DEFAULTS = {"intermediate_size": 4304, "num_position_embeddings": 2304, "in_channels": 3}
+"""transformers' ``Qwen3VLVisionConfig`` defaults for fields config.json may omit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,12 +72,48 @@ def _projector(config: HFConfig, vision: HFConfig, h: int, text_h: int) -> int:
     return h * text_h
 
 
+def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
+    """Qwen3-VL's vision transformer (vLLM's ``Qwen3_VisionTransformer``, qwen3_vl.py).
+
+    Plain (ungated) MLP blocks with biases and LayerNorms, a learned position table
+    (``num_position_embeddings x h``), the patch merger (LayerNorm on ``h``, then
+    ``4h -> 4h -> out``) and one more merger per ``deepstack_visual_indexes`` entry
+    (its LayerNorm on ``4h``).
+    """
+
+    def field(key: str) -> int:
+        return vision.int_(key, _QWEN3_VL_DEFAULTS.get(key))
+
+    h = vision.int_("hidden_size", minimum=1)
+    inter = field("intermediate_size")
+    merge = vision.int_("spatial_merge_size", 2)
+    merged = h * merge * merge
+    out = vision.int_("out_hidden_size", text_hidden)
+    per_layer = 3 * h * h + 3 * h + h * h + h + 2 * h * inter + inter + h + 4 * h
+    patch = vision.int_("patch_size", 16)
+    embed = field("in_channels") * vision.int_("temporal_patch_size", 2) * patch * patch * h + h
+    merger_tail = merged * merged + merged + merged * out + out
+    deepstack = len(vision.int_list("deepstack_visual_indexes")) if vision.has(
+        "deepstack_visual_indexes"
+    ) else 0
+    replicated = (
+        embed
+        + field("num_position_embeddings") * h
+        + 2 * h
+        + merger_tail
+        + deepstack * (2 * merged + merger_tail)
+    )
+    return EncoderShape(sharded=vision.int_("depth", minimum=1) * per_layer, replicated=replicated)
+
+
 def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
     """The encoder's parameter counts, or None when config.json names no vision tower."""
     if not config.has("vision_config"):
         return None
     vision = config.sub("vision_config")
     family = config.str_("model_type", "")
+    if family in _QWEN3_VL:
+        return _qwen3_vl(vision, text_hidden)
     h = _first_int(vision, "hidden_size", "embed_dim")
     if family.startswith("qwen2_vl") and vision.has("embed_dim"):
         h = vision.int_("embed_dim")
@@ -91,15 +130,24 @@ def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
     patch = _first_int(vision, "patch_size", default=14)
     channels = _first_int(vision, "num_channels", "in_channels", "in_chans", default=3)
     temporal = _first_int(vision, "temporal_patch_size", default=1)
-    embed = channels * patch * patch * temporal * h + h
+    qwen = family.startswith("qwen2")
+    llama4 = family.startswith("llama4")
+    if family in _GATED_MLP:  # Qwen2.5-VL: RMSNorms (one weight each) instead of LayerNorms
+        per_layer -= 2 * h
+    embed = channels * patch * patch * temporal * h + (0 if qwen or llama4 else h)
     positions = 0
     image = _first_int(vision, "image_size", default=0)
     if image and (family in _LEARNED_POSITIONS or family.startswith(("gemma3", "llama4"))):
-        positions = ((image // patch) ** 2 + 1) * h
+        # SigLIP has no class token; Llama-4 adds one (class_embedding + its position).
+        positions = ((image // patch) ** 2 + (2 if llama4 else 0)) * h
     if vision.has("init_pos_emb_height"):  # MoonViT's Learnable2DInterpPosEmb: (H, W, h)
         grid = vision.int_("init_pos_emb_height") * vision.int_("init_pos_emb_width", 0)
         positions = grid * h
-    replicated = embed + positions + 2 * h + _projector(config, vision, h, text_hidden)
+    # The final LayerNorm: none in Qwen2/2.5-VL, two (pre and post) in Llama-4.
+    norms = 0 if qwen else 4 * h if llama4 else 2 * h
+    if family in _GATED_MLP:
+        norms -= h  # Qwen2.5-VL's merger norm is an RMSNorm (counted in the projector as 2h)
+    replicated = embed + positions + norms + _projector(config, vision, h, text_hidden)
     return EncoderShape(sharded=layers * per_layer, replicated=replicated)
 
 
