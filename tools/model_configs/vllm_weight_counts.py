@@ -39,6 +39,7 @@ if not hasattr(_fa_utils, "compile_flash_attn_varlen_func_from_specs"):
 if getattr(_fa_utils, "flash_attn_varlen_func", None) is None:
     # MLA's prefill backend asserts the kernel exists; building needs only the name.
     _fa_utils.flash_attn_varlen_func = lambda *a, **k: None  # type: ignore[attr-defined]
+    _fa_utils.is_flash_attn_varlen_func_available = lambda: True  # type: ignore[attr-defined]
 
 _cpu_backend = CpuPlatform.get_attn_backend_cls.__func__
 
