@@ -66,7 +66,7 @@ def _scaling(cfg: HFConfig) -> Mapping[str, object]:
 def _positions(scaling: Mapping[str, object], max_position: int) -> int:
     kind = str(scaling.get("rope_type", scaling.get("type", "default")))
     factor = _number(scaling.get("factor"), 1.0)
-    original = int(_number(scaling.get("original_max_position_embeddings"), max_position))
+    original = int(_number(scaling.get("original_max_position_embeddings"), float(max_position)))
     if kind == "linear":
         return int(max_position * factor)
     if kind in ("yarn", "deepseek_yarn"):
