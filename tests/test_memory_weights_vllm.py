@@ -144,8 +144,14 @@ def test_mxfp4_quantizes_only_the_routed_experts() -> None:
     rest = checkpoint_tensors(config, quantization="mxfp4", routed_experts=False)
     assert all(t.dtype == "BF16" for t in rest)
     assert not any(".experts." in t.name for t in rest)
-    with_experts = checkpoint_tensors(config, quantization="mxfp4")
-    assert any(t.dtype == "U8" and ".experts." in t.name for t in with_experts)
+    experts = [
+        t
+        for t in checkpoint_tensors(config, quantization="mxfp4")
+        if t.name.startswith("model.layers.0.mlp.experts.0.")
+    ]
+    params = 3 * 2880 * 2880  # one expert's gate, up and down projections
+    # A 4-bit value per parameter and a one-byte E8M0 scale per 32.
+    assert sum(t.nbytes for t in experts) / params == 0.5 + 1 / 32
 
 
 def test_mxfp4_experts_take_vllms_rounded_shapes() -> None:

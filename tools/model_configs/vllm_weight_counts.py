@@ -25,13 +25,12 @@ import torch
 import vllm.platforms as _platforms
 from vllm.platforms.cpu import CpuPlatform
 
-_platforms._current_platform = CpuPlatform()  # noqa: SLF001
+_platforms._current_platform = CpuPlatform()
 
+import vllm.v1.attention.backends.fa_utils as _fa_utils  # noqa: E402
 from vllm.config import CacheConfig, ModelConfig, VllmConfig, set_current_vllm_config  # noqa: E402
 from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
 from vllm.model_executor.model_loader.utils import get_model_architecture  # noqa: E402
-
-import vllm.v1.attention.backends.fa_utils as _fa_utils  # noqa: E402
 
 if not hasattr(_fa_utils, "compile_flash_attn_varlen_func_from_specs"):
     # Defined only where flash-attn is built; MLA's prefill module imports the name.
@@ -59,7 +58,8 @@ CpuPlatform.get_attn_backend_cls = classmethod(_backend)  # type: ignore[method-
 
 def counts_for(config_path: str) -> dict[str, Any]:
     folder = tempfile.mkdtemp()
-    config = json.loads(open(config_path).read())
+    with open(config_path) as source:
+        config = json.load(source)
     config.pop("quantization_config", None)
     with open(os.path.join(folder, "config.json"), "w") as handle:
         json.dump(config, handle)
@@ -75,7 +75,9 @@ def counts_for(config_path: str) -> dict[str, Any]:
                     model = model_class(vllm_config=vllm_config, prefix="")
                 break
             except AttributeError as err:
-                found = re.search(r"'_OpNamespace' '(\w+)' object has no attribute '(\w+)'", str(err))
+                found = re.search(
+                    r"'_OpNamespace' '(\w+)' object has no attribute '(\w+)'", str(err)
+                )
                 if not found:
                     raise
                 setattr(getattr(torch.ops, found[1]), found[2], lambda *a, **k: None)
@@ -87,7 +89,9 @@ def counts_for(config_path: str) -> dict[str, Any]:
                 continue
             seen.add(id(tensor))
             top = name.split(".")[0]
-            part = parts.setdefault(top, {"params": 0, "buffers": 0, "param_bytes": 0, "buffer_bytes": 0})
+            part = parts.setdefault(
+                top, {"params": 0, "buffers": 0, "param_bytes": 0, "buffer_bytes": 0}
+            )
             part[kind] += tensor.numel()
             part[kind.removesuffix("s") + "_bytes"] += tensor.numel() * tensor.element_size()
     return {"architecture": arch, "parts": parts}
@@ -95,8 +99,11 @@ def counts_for(config_path: str) -> dict[str, Any]:
 
 def main() -> None:
     init_distributed_environment(
-        world_size=1, rank=0, distributed_init_method=f"file://{tempfile.mktemp()}",
-        local_rank=0, backend="gloo",
+        world_size=1,
+        rank=0,
+        distributed_init_method=f"file://{tempfile.mktemp()}",
+        local_rank=0,
+        backend="gloo",
     )
     with set_current_vllm_config(VllmConfig()):
         initialize_model_parallel(1, 1)
@@ -104,10 +111,15 @@ def main() -> None:
     for path in sys.argv[2:]:
         try:
             result[os.path.basename(path)] = counts_for(path)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             print(path, type(err).__name__, str(err)[:300], file=sys.stderr)
     with open(sys.argv[1], "w") as handle:
-        handle.write(json.dumps({"vllm_version": "0.26.0", "tensor_parallel_size": 1, "models": result}, indent=1) + "\n")
+        handle.write(
+            json.dumps(
+                {"vllm_version": "0.26.0", "tensor_parallel_size": 1, "models": result}, indent=1
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ __all__ = ["MROPE_POSITIONS_FACTOR", "RotaryCache", "rotary_cache_bytes", "rotar
 _FLOAT32_ROTARY: Final = frozenset({"gpt_oss"})
 """Families whose model file builds the rotary in float32 (gpt_oss.py: ``dtype=torch.float32``)."""
 _TWO_ROTARIES: Final = frozenset({"gemma3", "gemma3_text"})
-"""Gemma-3: sliding layers use a plain rotary at ``rope_local_base_freq``, full layers the scaled one."""
+"""Gemma-3: sliding layers use a plain rotary at ``rope_local_base_freq``, full layers
+the scaled one."""
 
 MROPE_POSITIONS_FACTOR: Final = 4
 """MRoPE caches four times the positions (mrope.py: ``max_position_embeddings * 4`` in
@@ -50,7 +51,9 @@ RotaryCache = tuple[int, int, int]
 
 
 def _number(value: object, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    )
 
 
 def _scaling(cfg: HFConfig) -> Mapping[str, object]:

@@ -93,9 +93,11 @@ def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
     patch = vision.int_("patch_size", 16)
     embed = field("in_channels") * vision.int_("temporal_patch_size", 2) * patch * patch * h + h
     merger_tail = merged * merged + merged + merged * out + out
-    deepstack = len(vision.int_list("deepstack_visual_indexes")) if vision.has(
-        "deepstack_visual_indexes"
-    ) else 0
+    deepstack = (
+        len(vision.int_list("deepstack_visual_indexes"))
+        if vision.has("deepstack_visual_indexes")
+        else 0
+    )
     replicated = (
         embed
         + field("num_position_embeddings") * h
