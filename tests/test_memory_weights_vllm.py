@@ -179,3 +179,27 @@ def test_mxfp4_experts_with_expert_parallelism_and_pipeline_stages() -> None:
     # PP 2: 12 MoE layers per stage.
     staged = mxfp4_experts_per_worker(config, Parallelism(pp=2))
     assert staged == (12 * 32 * whole, 12 * 32 * whole)
+
+
+def test_mxfp4_headers_count_the_experts_in_vllms_layout() -> None:
+    """gpt-oss with its safetensors headers: the packed experts are re-laid out, not copied."""
+    config = _config("gpt_oss_20b.json")
+    headers = checkpoint_tensors(config, quantization="mxfp4")  # as the checkpoint lists them
+    for tp in (1, 2):
+        from_headers = worker_weights(config, Parallelism(tp=tp), tensors=headers)
+        estimated = worker_weights(config, Parallelism(tp=tp))
+        assert from_headers.bytes_per_worker == estimated.bytes_per_worker
+        assert not from_headers.exact
+        assert from_headers.error_bytes(0) > 0
+
+
+def test_headers_of_a_text_model_stay_exact_with_the_rotary_cache() -> None:
+    config = _config("llama3_8b.json")
+    headers = checkpoint_tensors(config)
+    weights = worker_weights(config, Parallelism(tp=2), tensors=headers)
+    assert weights.exact
+    assert weights.error_bytes(0) == 0
+    # vLLM 0.26 allocates 16,062,620,160 bytes at TP 1 (vllm_weight_counts.json):
+    # the parameters plus the rotary cache (8192 x 128 x 2 B).
+    tp1 = worker_weights(config, Parallelism(), tensors=headers).bytes_per_worker[0]
+    assert abs(tp1 - 16_062_620_160) < 1024
