@@ -203,3 +203,21 @@ def test_headers_of_a_text_model_stay_exact_with_the_rotary_cache() -> None:
     # the parameters plus the rotary cache (8192 x 128 x 2 B).
     tp1 = worker_weights(config, Parallelism(), tensors=headers).bytes_per_worker[0]
     assert abs(tp1 - 16_062_620_160) < 1024
+
+
+def test_mistral3_pixtral_tower_by_vllms_layers() -> None:
+    """Ministral-3-3B, by hand from vLLM 0.26's pixtral.py and mistral3.py (no biases).
+
+    vLLM 0.26 could not build this config on the meta device (its Pixtral import
+    needs another transformers), so the layers are counted from the model files:
+    per layer qkv_proj 3h x h, o_proj h x h, gate_up_proj 2i x h, down_proj h x i and
+    two RMSNorms; patch_conv 3 x 14 x 14 x h and ln_pre; the projector's RMSNorm,
+    patch merger (4h -> h), linear_1 (h -> 3072) and linear_2 (3072 -> 3072).
+    """
+    h, inter, text = 1024, 4096, 3072
+    layers = 24 * (4 * h * h + 3 * h * inter + 2 * h)
+    rest = 3 * 14 * 14 * h + h + h + 4 * h * h + h * text + text * text
+    config = _config("ministral_3_3b.json")
+    shape = encoder_shape(config, language_config(config).int_("hidden_size"))
+    assert shape is not None
+    assert (shape.sharded, shape.replicated) == (layers, rest)

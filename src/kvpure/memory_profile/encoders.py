@@ -58,9 +58,6 @@ def _projector(config: HFConfig, vision: HFConfig, h: int, text_h: int) -> int:
         out = _first_int(vision, "projector_output_dim", default=4096)
         vout = _first_int(vision, "vision_output_dim", default=out)
         return merged * inp + inp * out + vout * text_h  # adapter MLP + multi_modal_projector
-    if family.startswith("mistral3"):
-        merge = config.int_("spatial_merge_size", 2)
-        return (h * merge * merge) * h + h + h * text_h + text_h * text_h
     if family.startswith("kimi_vl"):
         merged = h * 4
         return h * 2 + merged * merged + merged + merged * text_h + text_h
@@ -108,6 +105,27 @@ def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
     return EncoderShape(sharded=vision.int_("depth", minimum=1) * per_layer, replicated=replicated)
 
 
+def _pixtral(config: HFConfig, vision: HFConfig, text_hidden: int) -> EncoderShape:
+    """Mistral-3's Pixtral tower (vLLM's ``PixtralHFVisionModel``, pixtral.py).
+
+    No biases: ``qkv_proj`` (``3h x h``), ``o_proj``, a gated MLP (``gate_up_proj``
+    and ``down_proj``) and two RMSNorms per layer; the patch convolution and
+    ``ln_pre``; rotary positions (no learned table). Then mistral3.py's projector:
+    RMSNorm, the patch merger (``h x merge^2 -> h``) and two linear layers (with
+    biases when ``multimodal_projector_bias``).
+    """
+    h = vision.int_("hidden_size", minimum=1)
+    inter = vision.int_("intermediate_size", minimum=1)
+    per_layer = 4 * h * h + 3 * h * inter + 2 * h
+    patch = vision.int_("patch_size", 14)
+    embed = vision.int_("num_channels", 3) * patch * patch * h + h
+    merge = config.int_("spatial_merge_size", 2)
+    bias = text_hidden * 2 if config.bool_("multimodal_projector_bias", False) else 0
+    projector = h + h * merge * merge * h + h * text_hidden + text_hidden * text_hidden + bias
+    layers = vision.int_("num_hidden_layers", minimum=1)
+    return EncoderShape(sharded=layers * per_layer, replicated=embed + projector)
+
+
 def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
     """The encoder's parameter counts, or None when config.json names no vision tower."""
     if not config.has("vision_config"):
@@ -116,6 +134,8 @@ def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
     family = config.str_("model_type", "")
     if family in _QWEN3_VL:
         return _qwen3_vl(vision, text_hidden)
+    if family.startswith(("mistral3", "ministral3")) or vision.str_("model_type", "") == "pixtral":
+        return _pixtral(config, vision, text_hidden)
     h = _first_int(vision, "hidden_size", "embed_dim")
     if family.startswith("qwen2_vl") and vision.has("embed_dim"):
         h = vision.int_("embed_dim")
