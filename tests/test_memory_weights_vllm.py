@@ -215,9 +215,21 @@ def test_mistral3_pixtral_tower_by_vllms_layers() -> None:
     patch merger (4h -> h), linear_1 (h -> 3072) and linear_2 (3072 -> 3072).
     """
     h, inter, text = 1024, 4096, 3072
-    layers = 24 * (4 * h * h + 3 * h * inter + 2 * h)
-    rest = 3 * 14 * 14 * h + h + h + 4 * h * h + h * text + text * text
+    parallel = 24 * (4 * h * h + 3 * h * inter + 2 * h) + h * text + text * text
+    rest = 3 * 14 * 14 * h + h + h + 4 * h * h  # patch_conv, ln_pre, norm, patch merger
     config = _config("ministral_3_3b.json")
     shape = encoder_shape(config, language_config(config).int_("hidden_size"))
     assert shape is not None
-    assert (shape.sharded, shape.replicated) == (layers, rest)
+    assert (shape.sharded, shape.replicated) == (parallel, rest)
+
+
+def test_llama4_vision_splits_its_parallel_linears_over_tp() -> None:
+    """vLLM 0.26 mllama4.py (mm_encoder_tp_mode "weights"): the patch embedding
+    (Llama4UnfoldConvolution), encoder layers, adapter MLP and multi_modal_projector
+    are parallel linear layers; only the class token, the position table and the
+    pre/post LayerNorms stay whole on each rank."""
+    config = _config("llama4_scout.json")
+    shape = encoder_shape(config, language_config(config).int_("hidden_size"))
+    assert shape is not None
+    h = 1408
+    assert shape.replicated == h + (24 * 24 + 1) * h + 2 * (2 * h)

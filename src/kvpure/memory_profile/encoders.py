@@ -46,27 +46,32 @@ def _first_int(cfg: HFConfig, *keys: str, default: int = 0) -> int:
     return default
 
 
-def _projector(config: HFConfig, vision: HFConfig, h: int, text_h: int) -> int:
-    """The projector between the encoder and the language model (replicated, small)."""
+def _projector(config: HFConfig, vision: HFConfig, h: int, text_h: int) -> tuple[int, int]:
+    """The projector between the encoder and the language model: (sharded, replicated).
+
+    Sharded where vLLM uses parallel linear layers (Llama-4's adapter MLP and
+    ``multi_modal_projector``, the Qwen mergers' ``4h -> 4h -> out`` MLP);
+    replicated for Gemma-3's projection weight and Kimi-VL's ``ReplicatedLinear``s.
+    """
     family = config.str_("model_type", "")
     if family.startswith("gemma3"):
-        return h * text_h + h  # mm_input_projection_weight + mm_soft_emb_norm
+        return 0, h * text_h + h  # mm_input_projection_weight + mm_soft_emb_norm
     if family.startswith("llama4"):
         ratio = 0.5
         merged = int(h / (ratio * ratio))
         inp = _first_int(vision, "projector_input_dim", default=4096)
         out = _first_int(vision, "projector_output_dim", default=4096)
         vout = _first_int(vision, "vision_output_dim", default=out)
-        return merged * inp + inp * out + vout * text_h  # adapter MLP + multi_modal_projector
+        return merged * inp + inp * out + vout * text_h, 0  # adapter MLP + projector
     if family.startswith("kimi_vl"):
         merged = h * 4
-        return h * 2 + merged * merged + merged + merged * text_h + text_h
+        return 0, h * 2 + merged * merged + merged + merged * text_h + text_h
     if family.startswith("qwen"):
         merge = vision.int_("spatial_merge_size", 2)
         merged = h * merge * merge
         out = _first_int(vision, "out_hidden_size", "hidden_size", default=text_h)
-        return h * 2 + merged * merged + merged + merged * out + out
-    return h * text_h
+        return merged * merged + merged + merged * out, h * 2 + out
+    return 0, h * text_h
 
 
 def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
@@ -89,20 +94,17 @@ def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
     per_layer = 3 * h * h + 3 * h + h * h + h + 2 * h * inter + inter + h + 4 * h
     patch = vision.int_("patch_size", 16)
     embed = field("in_channels") * vision.int_("temporal_patch_size", 2) * patch * patch * h + h
-    merger_tail = merged * merged + merged + merged * out + out
+    merger_mlp = merged * merged + merged + merged * out  # column then row parallel
     deepstack = (
         len(vision.int_list("deepstack_visual_indexes"))
         if vision.has("deepstack_visual_indexes")
         else 0
     )
     replicated = (
-        embed
-        + field("num_position_embeddings") * h
-        + 2 * h
-        + merger_tail
-        + deepstack * (2 * merged + merger_tail)
+        embed + field("num_position_embeddings") * h + 2 * h + out + deepstack * (2 * merged + out)
     )
-    return EncoderShape(sharded=vision.int_("depth", minimum=1) * per_layer, replicated=replicated)
+    sharded = vision.int_("depth", minimum=1) * per_layer + (1 + deepstack) * merger_mlp
+    return EncoderShape(sharded=sharded, replicated=replicated)
 
 
 def _pixtral(config: HFConfig, vision: HFConfig, text_hidden: int) -> EncoderShape:
@@ -121,9 +123,10 @@ def _pixtral(config: HFConfig, vision: HFConfig, text_hidden: int) -> EncoderSha
     embed = vision.int_("num_channels", 3) * patch * patch * h + h
     merge = config.int_("spatial_merge_size", 2)
     bias = text_hidden * 2 if config.bool_("multimodal_projector_bias", False) else 0
-    projector = h + h * merge * merge * h + h * text_hidden + text_hidden * text_hidden + bias
+    linears = h * text_hidden + text_hidden * text_hidden  # column then row parallel
     layers = vision.int_("num_hidden_layers", minimum=1)
-    return EncoderShape(sharded=layers * per_layer, replicated=embed + projector)
+    replicated = embed + h + h * merge * merge * h + bias
+    return EncoderShape(sharded=layers * per_layer + linears, replicated=replicated)
 
 
 def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
@@ -169,10 +172,14 @@ def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
     norms = 0 if qwen else 4 * h if llama4 else 2 * h
     if family in _GATED_MLP:
         norms -= h  # Qwen2.5-VL's merger norm is an RMSNorm (counted in the projector as 2h)
-    replicated = embed + positions + norms + _projector(config, vision, h, text_hidden)
-    return EncoderShape(sharded=layers * per_layer, replicated=replicated)
+    projector_sharded, projector_replicated = _projector(config, vision, h, text_hidden)
+    sharded = layers * per_layer + projector_sharded
+    if llama4:  # Llama4UnfoldConvolution is a ColumnParallelLinear
+        sharded, embed = sharded + embed, 0
+    replicated = embed + positions + norms + projector_replicated
+    return EncoderShape(sharded=sharded, replicated=replicated)
 
 
 def encoder_bytes_per_rank(shape: EncoderShape, *, tp: int, dtype_bytes: int) -> int:
-    """Bytes of the encoder on one first-stage rank: the layers split over TP."""
+    """Bytes of the encoder on one first-stage rank: the parallel layers split over TP."""
     return (-(-shape.sharded // tp) + shape.replicated) * dtype_bytes
