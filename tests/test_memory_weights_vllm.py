@@ -39,6 +39,7 @@ CONFIG_FILES = {
     "llama4_scout.json": ROOT / "examples/llama4_scout.json",
     "gpt_oss_20b.json": ROOT / "examples/gpt_oss_20b.json",
     "llama3_8b.json": ROOT / "examples/llama3_8b.json",
+    "kimi_vl_a3b.json": ROOT / "tests/data/weight_configs/kimi_vl_a3b.json",
 }
 ENCODER_PARTS = ("vision_tower", "vision_model", "visual", "multi_modal_projector")
 
