@@ -5,6 +5,10 @@ Run with vLLM's source on the path (see vllm_model_specs.py):
     PYTHONPATH=/work/vllm/0.26.0:/work/oracle_deps python \
         tools/model_configs/vllm_weight_counts.py OUT.json CONFIG.json...
 
+(einops in the deps folder; without torchvision a stub is installed, as transformers'
+image processors import it at module level. Mistral-3 needs mistral_common and a
+transformers release whose pixtral module has ``PixtralRotaryEmbedding``.)
+
 Each model class is built on the meta device at TP 1 (bfloat16, no
 quantization) and every parameter and buffer is summed by its top-level
 module (``vision_tower``, ``multi_modal_projector``, ``language_model``...),
@@ -14,16 +18,60 @@ kvpure's config.json count (``tests/data/model_configs/vllm_weight_counts.json``
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
 import sys
 import tempfile
+import types
 from typing import Any
 
 import torch
-import vllm.platforms as _platforms
-from vllm.platforms.cpu import CpuPlatform
+
+
+def _stub_torchvision() -> None:
+    """Make ``torchvision`` importable when it is not installed.
+
+    transformers' image processors import ``torchvision.transforms.v2.functional``
+    at module level; building the models on the meta device never calls it.
+    """
+    if importlib.util.find_spec("torchvision") is not None:
+        return
+
+    class _Anything:
+        def __getattr__(self, name: str) -> _Anything:
+            return _Anything()
+
+        def __call__(self, *args: Any, **kwargs: Any) -> _Anything:
+            return _Anything()
+
+    def _module_getattr(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    for name in (
+        "torchvision",
+        "torchvision.transforms",
+        "torchvision.transforms.v2",
+        "torchvision.transforms.v2.functional",
+        "torchvision.transforms.functional",
+        "torchvision.io",
+    ):
+        module = types.ModuleType(name)
+        module.__getattr__ = _module_getattr  # type: ignore[method-assign]
+        module.__path__ = []  # type: ignore[attr-defined]
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        sys.modules[name] = module
+    sys.modules["torchvision"].__version__ = "0.0"  # type: ignore[attr-defined]
+
+
+_stub_torchvision()
+
+import vllm.platforms as _platforms  # noqa: E402
+from vllm.platforms.cpu import CpuPlatform  # noqa: E402
 
 _platforms._current_platform = CpuPlatform()
 
