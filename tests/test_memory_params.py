@@ -90,7 +90,10 @@ def _linear_bytes_per_param(quantization: str) -> float:
         ),  # 4-bit weight, fp16 scale and 4-bit zero per group of 128
         ("awq", 0.5 + 2 / 128 + 0.5 / 128),
         ("nvfp4", 0.5 + 1 / 16),  # 4-bit weight, an fp8 scale per 16
-        ("mxfp4", 0.5 + 1 / 32),  # 4-bit weight, a one-byte scale per 32
+        # vLLM's Mxfp4Config leaves dense linear layers unquantized (mxfp4.py:
+        # get_quant_method -> UnquantizedLinearMethod); only routed experts are 4-bit
+        # (tests/test_memory_weights_vllm.py).
+        ("mxfp4", 2.0),
     ],
 )
 def test_bytes_per_parameter_of_each_quantization(quantization: str, expected: float) -> None:

@@ -10,7 +10,9 @@ and Mamba2-hybrid families), in the layout of the quantization's checkpoints:
   float16 ``scales`` and int32 ``qzeros`` per group;
 - ``nvfp4``: packed 4-bit weights (two per byte), an fp8 scale per 16 values
   and two float32 global scales;
-- ``mxfp4``: packed 4-bit weights and a one-byte scale per 32 values.
+- ``mxfp4``: packed 4-bit weights and a one-byte scale per 32 values, for the
+  routed experts only (vLLM loads every other linear layer of an MXFP4
+  checkpoint unquantized).
 
 Embeddings, the LM head, norms and routers stay unquantized, as in those
 checkpoints. The parameter count is the sum of the shapes; the bytes then go
@@ -27,6 +29,8 @@ from typing import Final
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
+from kvpure.models.families.common import with_defaults
+from kvpure.models.families.gemma import GEMMA3_TEXT_DEFAULTS
 
 __all__ = [
     "MAX_EXPERT_LAYERS",
@@ -44,9 +48,25 @@ MAX_EXPERT_LAYERS: Final = 2**16
 config.json naming 10**12 experts is refused at once instead of listing them."""
 
 
+_GEMMA3_TEXT_DEFAULTS: Final = {
+    **GEMMA3_TEXT_DEFAULTS,
+    "vocab_size": 262208,
+    "intermediate_size": 9216,
+    "model_type": "gemma3_text",
+}
+"""transformers' ``Gemma3TextConfig`` defaults (``configuration_gemma3.py``: vocab_size
+262208, intermediate_size 9216) for a multimodal Gemma-3 whose ``text_config`` omits them
+(google/gemma-3-4b-it gives only its shape and relies on them)."""
+
+
 def language_config(config: HFConfig) -> HFConfig:
     """The language model's part of config.json (``text_config`` when present)."""
-    return config.sub("text_config") if config.has("text_config") else config
+    if not config.has("text_config"):
+        return config
+    text = config.sub("text_config")
+    if config.str_("model_type", "") == "gemma3":
+        return with_defaults(text, _GEMMA3_TEXT_DEFAULTS)
+    return text
 
 
 def _tensor(name: str, suffix: str, dt: str, shape: tuple[int, ...]) -> TensorInfo:
@@ -81,15 +101,17 @@ def _vec(name: str, size: int, dtype: str) -> TensorInfo:
     return TensorInfo(name=name, dtype=dtype, shape=(size,))
 
 
-def _num_experts(cfg: HFConfig) -> int:
+def num_experts(cfg: HFConfig) -> int:
+    """Routed experts per MoE layer (0 for a dense model)."""
     for key in ("n_routed_experts", "num_local_experts", "num_experts"):
         if cfg.has(key):
             return cfg.int_(key, minimum=0)
     return 0
 
 
-def _is_moe_layer(cfg: HFConfig, index: int) -> bool:
-    if _num_experts(cfg) == 0:
+def is_moe_layer(cfg: HFConfig, index: int) -> bool:
+    """Whether decoder layer ``index`` has routed experts."""
+    if num_experts(cfg) == 0:
         return False
     if index < cfg.int_("first_k_dense_replace", 0):
         return False
@@ -143,12 +165,12 @@ def _mlp(p: str, h: int, inter: int, quant: str, dt: str) -> list[TensorInfo]:
     )
 
 
-def _moe(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
+def _moe(cfg: HFConfig, p: str, quant: str, dt: str, *, routed: bool) -> list[TensorInfo]:
     h = cfg.int_("hidden_size", minimum=1)
-    experts = _num_experts(cfg)
+    experts = num_experts(cfg)
     inter = cfg.int_("moe_intermediate_size", cfg.int_("intermediate_size", minimum=1), minimum=1)
     out = [TensorInfo(name=f"{p}.gate.weight", dtype=dt, shape=(experts, h))]
-    for e in range(experts):
+    for e in range(experts if routed else 0):
         out += _mlp(f"{p}.experts.{e}", h, inter, quant, dt)
     shared = cfg.int_("n_shared_experts", 0) * inter
     if cfg.str_("model_type", "") == "llama4_text":
@@ -158,8 +180,8 @@ def _moe(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
     if cfg.has("shared_expert_intermediate_size"):
         shared = cfg.int_("shared_expert_intermediate_size")
         out.append(TensorInfo(name=f"{p}.shared_expert_gate.weight", dtype=dt, shape=(1, h)))
-    if shared:
-        out += _mlp(f"{p}.shared_experts", h, shared, quant, dt)
+    if shared:  # shared experts are linear layers: unquantized under MXFP4
+        out += _mlp(f"{p}.shared_experts", h, shared, "none" if quant == "mxfp4" else quant, dt)
     return out
 
 
@@ -193,8 +215,14 @@ def _layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
     return ("attention",) * layers
 
 
-def checkpoint_tensors(config: HFConfig, *, quantization: str = "none") -> tuple[TensorInfo, ...]:
-    """The language model's tensors as a checkpoint of ``quantization`` would store them."""
+def checkpoint_tensors(
+    config: HFConfig, *, quantization: str = "none", routed_experts: bool = True
+) -> tuple[TensorInfo, ...]:
+    """The language model's tensors as a checkpoint of ``quantization`` would store them.
+
+    ``routed_experts=False`` leaves the routed experts out (the caller counts them in
+    the layout vLLM stores them in: :mod:`kvpure.memory_profile.quantized_experts`).
+    """
     if quantization not in QUANTIZATIONS:
         raise InvalidFieldError(
             field="quantization", value=quantization, reason=f"must be one of {QUANTIZATIONS}"
@@ -205,23 +233,27 @@ def checkpoint_tensors(config: HFConfig, *, quantization: str = "none") -> tuple
     layers = cfg.int_("num_hidden_layers", minimum=1)
     vocab = cfg.int_("vocab_size", minimum=1)
     gemma = cfg.str_("model_type", "").startswith("gemma")
-    if _num_experts(cfg) * layers > MAX_EXPERT_LAYERS:
+    if num_experts(cfg) * layers > MAX_EXPERT_LAYERS:
         raise InvalidFieldError(
             field="config.json num_experts",
-            value=_num_experts(cfg),
+            value=num_experts(cfg),
             reason=f"times {layers} layers lists over {MAX_EXPERT_LAYERS} expert MLPs",
         )
+    linear = quantization
+    # MXFP4 quantizes the routed experts only: vLLM's Mxfp4Config gives every linear
+    # layer UnquantizedLinearMethod (vllm/model_executor/layers/quantization/mxfp4.py).
+    dense = "none" if quantization == "mxfp4" else quantization
     out = [TensorInfo(name="model.embed_tokens.weight", dtype=dt, shape=(vocab, h))]
     for index, kind in enumerate(_layer_kinds(cfg, layers)):
         p = f"model.layers.{index}"
         if kind == "mamba":
-            out += _mamba(cfg, f"{p}.mamba", quantization, dt)
+            out += _mamba(cfg, f"{p}.mamba", dense, dt)
         else:
-            out += _attention(cfg, f"{p}.self_attn", quantization, dt)
-        if _is_moe_layer(cfg, index):
-            out += _moe(cfg, f"{p}.mlp", quantization, dt)
+            out += _attention(cfg, f"{p}.self_attn", dense, dt)
+        if is_moe_layer(cfg, index):
+            out += _moe(cfg, f"{p}.mlp", linear, dt, routed=routed_experts)
         elif cfg.has("intermediate_size"):
-            out += _mlp(f"{p}.mlp", h, cfg.int_("intermediate_size", minimum=1), quantization, dt)
+            out += _mlp(f"{p}.mlp", h, cfg.int_("intermediate_size", minimum=1), dense, dt)
         norms = ["input_layernorm", "post_attention_layernorm"]
         if gemma and cfg.str_("model_type", "") != "gemma":
             norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]

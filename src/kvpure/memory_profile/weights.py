@@ -1,14 +1,18 @@
 """Per-worker weight bytes, exact from safetensors headers or estimated from config.json.
 
 With the checkpoint's tensors (:func:`~kvpure.memory_profile.safetensors_header.read_model_folder`)
-the bytes are exact: the sum of the shard shapes vLLM loads on each worker.
+the bytes are exact: the sum of the shard shapes vLLM loads on each worker, plus the
+rotary cos/sin caches vLLM registers as buffers (:mod:`~kvpure.memory_profile.buffers`).
+MXFP4 experts (gpt-oss) are the exception: vLLM re-lays them out for its kernel
+(:mod:`~kvpure.memory_profile.quantized_experts`), so they are counted in that layout
+with a band.
 Without them the tensors are laid out from config.json
 (:mod:`~kvpure.memory_profile.checkpoint_tensors`) in the checkpoint's
 quantization format, plus the vision tower and projector config.json's
-``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`), and the
-result is an estimate: small buffers vLLM adds (rotary cos/sin caches: Llama-3.1-8B logs
-14.99 GiB for 14.96 GiB of parameters) are missing, so the band is 0.25% plus
-0.05 GiB.
+``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`) and the
+rotary caches, and the result is an estimate (on the models checked it equals
+vLLM 0.26's own allocation within 1 MiB; tests/test_memory_weights_vllm.py) with a
+band of 0.25% plus 0.05 GiB.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.buffers import rotary_cache_bytes
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
 from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
 from kvpure.memory_profile.profile_logs import GIB
+from kvpure.memory_profile.quantized_experts import mxfp4_experts_per_worker
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism, ShardingLayout, worker_weight_bytes
 from kvpure.models.config import HFConfig
@@ -40,6 +46,9 @@ _RUNTIME_QUANT: Final = {
 }
 ESTIMATE_RELATIVE_BAND: Final = 0.0025
 ESTIMATE_ABSOLUTE_BAND: Final = int(0.05 * GIB)
+MXFP4_LAYOUT_BAND: Final = int(0.05 * GIB)
+"""MXFP4 experts: the Marlin-rounded count is 0.06 (TP 1) and 0.085 GiB (TP 2) over
+gpt-oss-20b's logged weights (vLLM 0.19, H100); the kernel's own layout is not modelled."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,12 +57,15 @@ class WorkerWeights:
 
     bytes_per_worker: tuple[int, ...]
     exact: bool
+    layout_band_bytes: int = 0
+    """Added to the band where vLLM's stored layout depends on the kernel it picks (MXFP4)."""
 
     def error_bytes(self, worker: int) -> int:
         """Half-width of the band around one worker's bytes (0 when exact)."""
         if self.exact:
             return 0
-        return int(self.bytes_per_worker[worker] * ESTIMATE_RELATIVE_BAND) + ESTIMATE_ABSOLUTE_BAND
+        relative = int(self.bytes_per_worker[worker] * ESTIMATE_RELATIVE_BAND)
+        return relative + ESTIMATE_ABSOLUTE_BAND + self.layout_band_bytes
 
 
 def served_dtype_bytes(config: HFConfig, dtype: str) -> int:
@@ -104,6 +116,14 @@ def checkpoint_quantization(config: HFConfig, runtime: str | None) -> str:
     )
 
 
+def _quant_method(config: HFConfig) -> str:
+    """config.json's ``quantization_config.quant_method`` ("" when unquantized)."""
+    cfg = config if config.has("quantization_config") else language_config(config)
+    if not cfg.has("quantization_config"):
+        return ""
+    return cfg.sub("quantization_config").str_("quant_method", "")
+
+
 def _compressed_tensors_layout(quant: HFConfig) -> str:
     """The layout of a compressed-tensors checkpoint: from its format, else its weights' bits."""
     fmt = quant.str_("format", "")
@@ -140,14 +160,32 @@ def worker_weights(
 ) -> WorkerWeights:
     """Weight bytes on each worker: exact from ``tensors``, else estimated from config.json."""
     size = served_dtype_bytes(config, dtype)
-    if tensors is not None and quantization is None:
+    text = language_config(config)
+    # Rotary cos/sin caches: buffers vLLM allocates on every worker next to the weights.
+    rotary = rotary_cache_bytes(text, dtype_bytes=size)
+    from_headers = tensors is not None and quantization is None
+    if from_headers:
+        mxfp4 = _quant_method(config) == "mxfp4"
+        layout = "mxfp4" if mxfp4 else "none"
+    else:
+        layout = checkpoint_quantization(config, quantization)
+        mxfp4 = layout == "mxfp4"
+    if tensors is not None and from_headers:
+        if mxfp4:  # the packed experts are re-laid out by the kernel: counted below
+            tensors = tuple(t for t in tensors if ".experts." not in t.name)
         totals = worker_weight_bytes(tensors, _layout(config), parallel, served_dtype_bytes=size)
-        return WorkerWeights(bytes_per_worker=totals, exact=True)
-    layout = checkpoint_quantization(config, quantization)
-    implied = checkpoint_tensors(config, quantization=layout)
-    totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
-    encoder = encoder_shape(config, language_config(config).int_("hidden_size", 0))
-    if encoder is not None:
-        extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
-        totals = tuple(b + (extra if w < parallel.tp else 0) for w, b in enumerate(totals))
-    return WorkerWeights(bytes_per_worker=totals, exact=False)
+    else:
+        implied = checkpoint_tensors(config, quantization=layout, routed_experts=not mxfp4)
+        totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
+        encoder = encoder_shape(config, text.int_("hidden_size", 0))
+        if encoder is not None:
+            extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
+            totals = tuple(b + (extra if w < parallel.tp else 0) for w, b in enumerate(totals))
+    if mxfp4:  # the routed experts in vLLM's stored (kernel-rounded) layout
+        experts = mxfp4_experts_per_worker(text, parallel)
+        totals = tuple(a + b for a, b in zip(totals, experts, strict=True))
+    return WorkerWeights(
+        bytes_per_worker=tuple(b + rotary for b in totals),
+        exact=from_headers and not mxfp4,
+        layout_band_bytes=MXFP4_LAYOUT_BAND if mxfp4 else 0,
+    )

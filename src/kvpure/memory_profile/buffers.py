@@ -1,0 +1,114 @@
+"""Buffers vLLM registers next to the weights: the rotary cos/sin caches.
+
+Every rotary embedding vLLM builds (``get_rope`` in
+vllm/model_executor/layers/rotary_embedding/__init__.py) registers its
+``cos_sin_cache`` as a non-persistent buffer (``RotaryEmbeddingBase.__init__``
+in ``base.py``): a ``positions x rotary_dim`` table (cos and sin halves) cast
+to the rotary's dtype, which is the model dtype unless the model file passes
+its own (gpt-oss: float32). The buffer is created on the GPU while the model is
+built, so "Model loading took X GiB" includes it. ``get_rope`` keeps one
+instance per distinct argument tuple (``_ROPE_DICT``), so all decoder layers
+with the same rotary share a single cache; the cache is not split over TP and
+each pipeline stage builds its own.
+
+The number of positions depends on the scaling type (vLLM 0.34 files):
+
+- default and ``llama3``: ``max_position_embeddings`` (``base.py``);
+- MRoPE (a ``mrope_section``): ``4 x max_position_embeddings`` (``mrope.py``);
+- ``linear``: ``max_position_embeddings x factor`` (``linear_scaling_rope.py``);
+- ``yarn`` and ``deepseek_yarn``: ``original_max_position_embeddings x factor``
+  (``yarn_scaling_rope.py``, ``deepseek_scaling_rope.py``; ``get_rope`` passes
+  the original length as ``max_position``);
+- ``longrope``: a short and a long table stacked, ``original_max_position_embeddings +
+  max_position_embeddings`` rows (``phi3_long_rope_scaled_rope.py``).
+
+Sizes: Llama-4-Scout's 10,485,760 positions x 128 x 2 B = 2.5 GiB per worker
+(its TP 4 log: 53.12 GiB loaded, 2.44 GiB over the parameters); Gemma-3-4B's
+two rotaries (local: 131,072 x 256; global, linear x 8: 1,048,576 x 256) 0.56 GiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from kvpure.models.config import HFConfig
+
+__all__ = ["MROPE_POSITIONS_FACTOR", "RotaryCache", "rotary_cache_bytes", "rotary_caches"]
+
+_FLOAT32_ROTARY: Final = frozenset({"gpt_oss"})
+"""Families whose model file builds the rotary in float32 (gpt_oss.py: ``dtype=torch.float32``)."""
+_TWO_ROTARIES: Final = frozenset({"gemma3", "gemma3_text"})
+"""Gemma-3: sliding layers use a plain rotary at ``rope_local_base_freq``, full layers
+the scaled one."""
+
+MROPE_POSITIONS_FACTOR: Final = 4
+"""MRoPE caches four times the positions (mrope.py: ``max_position_embeddings * 4`` in
+vLLM 0.26, ``* positions_factor`` with the default 4 in 0.34)."""
+
+RotaryCache = tuple[int, int, int]
+"""(positions, rotary_dim, bytes per element) of one cos/sin cache."""
+
+
+def _number(value: object, default: float) -> float:
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    )
+
+
+def _scaling(cfg: HFConfig) -> Mapping[str, object]:
+    """The rope scaling of the (full-attention) layers: ``rope_scaling`` or ``rope_parameters``."""
+    for key in ("rope_scaling", "rope_parameters"):
+        raw = cfg.raw(key)
+        if isinstance(raw, Mapping):
+            full = raw.get("full_attention")  # transformers v5: one entry per layer type
+            return full if isinstance(full, Mapping) else raw
+    return {}
+
+
+def _positions(scaling: Mapping[str, object], max_position: int) -> int:
+    kind = str(scaling.get("rope_type", scaling.get("type", "default")))
+    factor = _number(scaling.get("factor"), 1.0)
+    original = int(_number(scaling.get("original_max_position_embeddings"), float(max_position)))
+    if kind == "linear":
+        return int(max_position * factor)
+    if kind in ("yarn", "deepseek_yarn"):
+        return int(original * factor)
+    if kind == "longrope":
+        return original + max_position
+    if "mrope_section" in scaling:
+        return max_position * MROPE_POSITIONS_FACTOR
+    return max_position
+
+
+def _rotary_dim(cfg: HFConfig, scaling: Mapping[str, object]) -> int:
+    if cfg.has("kv_lora_rank"):
+        return cfg.int_("qk_rope_head_dim", minimum=1)  # MLA: only the rope part rotates
+    heads = cfg.int_("num_attention_heads", minimum=1)
+    head_dim = cfg.int_("head_dim", cfg.int_("hidden_size", minimum=1) // heads, minimum=1)
+    factor = _number(cfg.raw("partial_rotary_factor"), 1.0)
+    factor = _number(scaling.get("partial_rotary_factor"), factor)
+    return int(head_dim * factor)
+
+
+def rotary_caches(cfg: HFConfig, *, dtype_bytes: int) -> tuple[RotaryCache, ...]:
+    """The distinct cos/sin caches of the language model ``cfg`` (its ``text_config``)."""
+    if cfg.str_("model_type", "") in ("mamba", "mamba2") or cfg.bool_("use_alibi", False):
+        return ()
+    max_position = cfg.int_("max_position_embeddings", 0)
+    if max_position <= 0:
+        return ()
+    family = cfg.str_("model_type", "")
+    size = 4 if family in _FLOAT32_ROTARY else dtype_bytes
+    scaling = _scaling(cfg)
+    dim = _rotary_dim(cfg, scaling)
+    caches = [(_positions(scaling, max_position), dim, size)]
+    if family in _TWO_ROTARIES:
+        # The sliding layers' rotary: another base frequency, so another _ROPE_DICT key.
+        caches.append((max_position, dim, size))
+    return tuple(caches)
+
+
+def rotary_cache_bytes(cfg: HFConfig, *, dtype_bytes: int) -> int:
+    """Bytes of the rotary caches on each worker (replicated over TP, per pipeline stage)."""
+    return sum(rows * dim * size for rows, dim, size in rotary_caches(cfg, dtype_bytes=dtype_bytes))

@@ -1,0 +1,174 @@
+"""Count the bytes vLLM 0.26's own model classes allocate, parameters and buffers.
+
+Run with vLLM's source on the path (see vllm_model_specs.py):
+
+    PYTHONPATH=/work/vllm/0.26.0:/work/oracle_deps python \
+        tools/model_configs/vllm_weight_counts.py OUT.json CONFIG.json...
+
+(einops in the deps folder; without torchvision a stub is installed, as transformers'
+image processors import it at module level. Mistral-3 needs mistral_common and a
+transformers release whose pixtral module has ``PixtralRotaryEmbedding``.)
+
+Each model class is built on the meta device at TP 1 (bfloat16, no
+quantization) and every parameter and buffer is summed by its top-level
+module (``vision_tower``, ``multi_modal_projector``, ``language_model``...),
+so the vision tower, projector and rotary caches can be checked against
+kvpure's config.json count (``tests/data/model_configs/vllm_weight_counts.json``).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+import types
+from typing import Any
+
+import torch
+
+
+def _stub_torchvision() -> None:
+    """Make ``torchvision`` importable when it is not installed.
+
+    transformers' image processors import ``torchvision.transforms.v2.functional``
+    at module level; building the models on the meta device never calls it.
+    """
+    if importlib.util.find_spec("torchvision") is not None:
+        return
+
+    class _Anything:
+        def __getattr__(self, name: str) -> _Anything:
+            return _Anything()
+
+        def __call__(self, *args: Any, **kwargs: Any) -> _Anything:
+            return _Anything()
+
+    def _module_getattr(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    for name in (
+        "torchvision",
+        "torchvision.transforms",
+        "torchvision.transforms.v2",
+        "torchvision.transforms.v2.functional",
+        "torchvision.transforms.functional",
+        "torchvision.io",
+    ):
+        module = types.ModuleType(name)
+        module.__getattr__ = _module_getattr  # type: ignore[method-assign]
+        module.__path__ = []  # type: ignore[attr-defined]
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        sys.modules[name] = module
+    sys.modules["torchvision"].__version__ = "0.0"  # type: ignore[attr-defined]
+
+
+_stub_torchvision()
+
+import vllm.platforms as _platforms  # noqa: E402
+from vllm.platforms.cpu import CpuPlatform  # noqa: E402
+
+_platforms._current_platform = CpuPlatform()
+
+import vllm.v1.attention.backends.fa_utils as _fa_utils  # noqa: E402
+from vllm.config import CacheConfig, ModelConfig, VllmConfig, set_current_vllm_config  # noqa: E402
+from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
+from vllm.model_executor.model_loader.utils import get_model_architecture  # noqa: E402
+
+if not hasattr(_fa_utils, "compile_flash_attn_varlen_func_from_specs"):
+    # Defined only where flash-attn is built; MLA's prefill module imports the name.
+    _fa_utils.compile_flash_attn_varlen_func_from_specs = None  # type: ignore[attr-defined]
+if getattr(_fa_utils, "flash_attn_varlen_func", None) is None:
+    # MLA's prefill backend asserts the kernel exists; building needs only the name.
+    _fa_utils.flash_attn_varlen_func = lambda *a, **k: None  # type: ignore[attr-defined]
+    _fa_utils.is_flash_attn_varlen_func_available = lambda: True  # type: ignore[attr-defined]
+
+_cpu_backend = CpuPlatform.get_attn_backend_cls.__func__
+
+
+def _backend(
+    cls: Any, selected_backend: Any, attn_selector_config: Any, num_heads: int | None = None
+) -> str:
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    if attn_selector_config.use_mla:
+        return AttentionBackendEnum.TRITON_MLA.get_path()
+    return str(_cpu_backend(cls, selected_backend, attn_selector_config, num_heads))
+
+
+CpuPlatform.get_attn_backend_cls = classmethod(_backend)  # type: ignore[method-assign, assignment]
+
+
+def counts_for(config_path: str) -> dict[str, Any]:
+    folder = tempfile.mkdtemp()
+    with open(config_path) as source:
+        config = json.load(source)
+    config.pop("quantization_config", None)
+    with open(os.path.join(folder, "config.json"), "w") as handle:
+        json.dump(config, handle)
+    model_config = ModelConfig(model=folder, skip_tokenizer_init=True, max_model_len=2048)
+    vllm_config = VllmConfig(model_config=model_config, cache_config=CacheConfig(block_size=16))
+    model_class, arch = get_model_architecture(model_config)
+    torch.set_default_dtype(torch.bfloat16)
+    with set_current_vllm_config(vllm_config):
+        for _ in range(60):
+            try:
+                vllm_config.compilation_config.static_forward_context.clear()
+                with torch.device("meta"):
+                    model = model_class(vllm_config=vllm_config, prefix="")
+                break
+            except AttributeError as err:
+                found = re.search(
+                    r"'_OpNamespace' '(\w+)' object has no attribute '(\w+)'", str(err)
+                )
+                if not found:
+                    raise
+                setattr(getattr(torch.ops, found[1]), found[2], lambda *a, **k: None)
+    parts: dict[str, dict[str, int]] = {}
+    seen: set[int] = set()
+    for kind, items in (("params", model.named_parameters()), ("buffers", model.named_buffers())):
+        for name, tensor in items:
+            if id(tensor) in seen:
+                continue
+            seen.add(id(tensor))
+            top = name.split(".")[0]
+            part = parts.setdefault(
+                top, {"params": 0, "buffers": 0, "param_bytes": 0, "buffer_bytes": 0}
+            )
+            part[kind] += tensor.numel()
+            part[kind.removesuffix("s") + "_bytes"] += tensor.numel() * tensor.element_size()
+    return {"architecture": arch, "parts": parts}
+
+
+def main() -> None:
+    init_distributed_environment(
+        world_size=1,
+        rank=0,
+        distributed_init_method=f"file://{tempfile.mktemp()}",
+        local_rank=0,
+        backend="gloo",
+    )
+    with set_current_vllm_config(VllmConfig()):
+        initialize_model_parallel(1, 1)
+    result = {}
+    for path in sys.argv[2:]:
+        try:
+            result[os.path.basename(path)] = counts_for(path)
+        except Exception as err:
+            print(path, type(err).__name__, str(err)[:300], file=sys.stderr)
+    with open(sys.argv[1], "w") as handle:
+        handle.write(
+            json.dumps(
+                {"vllm_version": "0.26.0", "tensor_parallel_size": 1, "models": result}, indent=1
+            )
+            + "\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
