@@ -23,6 +23,7 @@ from kvpure.memory_profile.estimate import (
     Coefficients,
     activation_gib,
     cuda_graph_gib,
+    non_torch_band_gib,
     non_torch_gib,
 )
 from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
@@ -63,6 +64,9 @@ class ServeSettings:
     vllm_version: str = DEFAULT_VLLM_VERSION
     enforce_eager: bool = False
     rocm: bool = False
+    gpu: str | None = None
+    """The GPU's catalogue or device name (``H100-80GB``); None: a GPU like the H100
+    the terms were logged on. With TP > 1 the non-torch term is known only there."""
 
     def __post_init__(self) -> None:
         check_int("total_gpu_bytes", self.total_gpu_bytes, minimum=1)
@@ -80,6 +84,8 @@ class ServeSettings:
                 raise InvalidFieldError(
                     field=name, value=getattr(self, name), reason="must be true or false"
                 )
+        if self.gpu is not None and not isinstance(self.gpu, str):
+            raise InvalidFieldError(field="gpu", value=self.gpu, reason="must be a GPU name")
         memory_profile_rules(self.vllm_version)
 
     @property
@@ -245,8 +251,8 @@ def estimate_memory_budget(
         )
     subtract = rules.cuda_graph_subtracted or rules.extensible_kv_cache
     non_torch = _gib_term(
-        non_torch_gib(coefficients, tp=parallel.tp, pp=parallel.pp, rules=rules),
-        coefficients.non_torch_band,
+        non_torch_gib(coefficients, tp=parallel.tp, pp=parallel.pp, rules=rules, gpu=settings.gpu),
+        non_torch_band_gib(coefficients, tp=parallel.tp, rules=rules, gpu=settings.gpu),
     )
     budgets = []
     for worker, weight_bytes in enumerate(weights.bytes_per_worker):

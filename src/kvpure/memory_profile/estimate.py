@@ -62,8 +62,11 @@ __all__ = [
     "ffn_gib",
     "logits_gib",
     "moe_workspace_gib",
+    "non_torch_band_gib",
     "non_torch_gib",
     "parse_version",
+    "tp_non_torch_measured",
+    "TP_NON_TORCH_MEASURED_GPUS",
 ]
 
 FITTED_VERSIONS: Final = (
@@ -156,13 +159,55 @@ def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
     return coef.cuda_graph_per_layer * stage_layers(shape, pp)
 
 
-def non_torch_gib(coef: Coefficients, *, tp: int, pp: int, rules: MemoryProfileRules) -> float:
-    """The estimated ``non-torch forward increase memory`` of one worker."""
+TP_NON_TORCH_MEASURED_GPUS: Final = frozenset(
+    {"H100-80GB", "NVIDIA H100 80GB HBM3", "H200", "NVIDIA H200"}
+)
+"""GPUs (catalogue or device names) whose TP > 1 non-torch figure is the logged one.
+
+The 2.06-2.17 GiB of the bundled TP > 1 logs were measured on H100 80GB (SXM)
+boards; the H200 shares their HGX NVSwitch board and NCCL's algorithms on it.
+No public log states the figure for another GPU with TP > 1 from vLLM 0.15
+(PCIe boards, the A100's NVSwitch without NVLink SHARP, Blackwell), so there
+the term spans NCCL's state alone (as logged before 0.15) to the H100's figure.
+"""
+
+
+def tp_non_torch_measured(gpu: str | None) -> bool:
+    """Whether the TP > 1 non-torch term was logged on ``gpu``'s class (None: assumed so)."""
+    return gpu is None or gpu in TP_NON_TORCH_MEASURED_GPUS
+
+
+def _unmeasured_tp(tp: int, rules: MemoryProfileRules, gpu: str | None) -> bool:
+    return tp > 1 and rules.tp_non_torch_all_reduce and not tp_non_torch_measured(gpu)
+
+
+def non_torch_gib(
+    coef: Coefficients, *, tp: int, pp: int, rules: MemoryProfileRules, gpu: str | None = None
+) -> float:
+    """The estimated ``non-torch forward increase memory`` of one worker.
+
+    ``gpu`` (catalogue or device name): with TP > 1 on a GPU whose figure no
+    log states (:func:`tp_non_torch_measured`), the middle of NCCL's state
+    alone and the H100's figure.
+    """
     if tp > 1:
         if not rules.tp_non_torch_all_reduce:
             return coef.non_torch_tensor_parallel_nccl_only
+        if _unmeasured_tp(tp, rules, gpu):
+            low = coef.non_torch_tensor_parallel_nccl_only
+            return (low + coef.non_torch_tensor_parallel) / 2
         return coef.non_torch_tensor_parallel
     return coef.non_torch_pipeline if pp > 1 else coef.non_torch_single
+
+
+def non_torch_band_gib(
+    coef: Coefficients, *, tp: int, rules: MemoryProfileRules, gpu: str | None = None
+) -> float:
+    """The non-torch term's band: the fitted one, widened by half the span where unmeasured."""
+    if _unmeasured_tp(tp, rules, gpu):
+        span = coef.non_torch_tensor_parallel - coef.non_torch_tensor_parallel_nccl_only
+        return coef.non_torch_band + abs(span) / 2
+    return coef.non_torch_band
 
 
 def _band(residuals: Iterable[float]) -> float:

@@ -188,6 +188,7 @@ def worker_memory(
         quantization=quantization,
         vllm_version=vllm_version,
         enforce_eager=enforce_eager,
+        gpu=gpu.name,
     )
     budgets = estimate_memory_budget(
         config, settings, Parallelism(tp=tp, pp=pp, ep=ep), tensors=tensors
