@@ -189,6 +189,7 @@ def worker_memory(
         vllm_version=vllm_version,
         enforce_eager=enforce_eager,
         gpu=gpu.name,
+        rocm=gpu.is_rocm,
     )
     budgets = estimate_memory_budget(
         config, settings, Parallelism(tp=tp, pp=pp, ep=ep), tensors=tensors
