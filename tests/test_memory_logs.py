@@ -36,6 +36,11 @@ FIT = tuple(log for log in LOGS if log.split == "fit")
 HOLDOUT = tuple(log for log in LOGS if log.split == "holdout")
 MULTIMODAL = {
     "google/gemma-3-4b-it",
+    "google/gemma-3-12b-it",
+    "google/gemma-3-27b-it",
+    "ibm-granite/granite-vision-3.3-2b",
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+    "RedHatAI/Mistral-Small-3.1-24B-Instruct-2503-quantized.w8a8",
     "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "moonshotai/Kimi-VL-A3B-Instruct",
 }
