@@ -14,8 +14,9 @@ on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
 - **activation peak** (``torch peak memory increase``): the larger of the
   sampler's peak, ``a + b x (max_num_seqs x vocab x 4 B)`` (the dummy sampler
   run over float32 logits, last pipeline stage only; ``a`` alone elsewhere),
-  and the forward pass's, ``c x (max_num_batched_tokens x 2 x
-  intermediate_size / TP x 2 B)`` (the fused gate/up output); MoE models
+  and the forward pass's, ``c0 + c x (max_num_batched_tokens x 2 x
+  intermediate_size / TP x 2 B)`` (the fused gate/up output, and ``c0`` for
+  what the pass holds beside it; both double in float32); MoE models
   add ``m x (max_num_batched_tokens x top_k x (3 x moe_intermediate / TP +
   hidden) x 2 B)``, the fused-MoE kernel's intermediate caches
   (``fused_experts`` in vllm/model_executor/layers/fused_moe). vLLM 0.17
@@ -35,6 +36,7 @@ records, so tests recompute the fit and its held-out error.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -88,6 +90,8 @@ class Coefficients:
     logits_factor: float
     logits_factor_before_0_17: float
     ffn_factor: float
+    ffn_base: float = 0.0
+    """GiB the forward pass holds beside its MLP output (residual, norms, attention)."""
     moe_factor: float
     activation_band: float
     non_torch_single: float
@@ -139,7 +143,8 @@ def activation_gib(
     if last_stage:
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
     width = dtype_bytes / 2
-    forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp) * width
+    ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
+    forward = (coef.ffn_base + coef.ffn_factor * ffn) * width
     moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
     return max(sampler, forward) + moe
 
@@ -258,34 +263,37 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
     return rows
 
 
-def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float, float]:
+def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
     new = [r for r in rows if r.new_sampler and not r.moe]
-    best: tuple[float, float, float, float] | None = None
-    for step in range(0, 401):
-        ffn_factor = step / 100
+    best: tuple[float, float, float, float, float] | None = None
+    for base_step, step in itertools.product(range(0, 61), range(0, 401)):
+        ffn_base, ffn_factor = base_step / 100, step / 100
         sampler_rows = [
             (r.logits if r.last_stage else 0.0, r.activation)
             for r in new
-            if r.activation > ffn_factor * r.ffn
+            if r.activation > ffn_base + ffn_factor * r.ffn
         ]
         if len(sampler_rows) < 2:
             continue
         base, factor = _least_squares(sampler_rows)
         error = sum(
             (
-                max(base + factor * (r.logits if r.last_stage else 0.0), ffn_factor * r.ffn)
+                max(
+                    base + factor * (r.logits if r.last_stage else 0.0),
+                    ffn_base + ffn_factor * r.ffn,
+                )
                 - r.activation
             )
             ** 2
             for r in new
         )
-        if best is None or error < best[0]:
-            best = (error, base, factor, ffn_factor)
+        if best is None or error < best[0] - 1e-12:
+            best = (error, base, factor, ffn_factor, ffn_base)
     if best is None:
         raise InvalidFieldError(
             field="profile logs", value=len(new), reason="need two logs of vLLM >= 0.17 to fit"
         )
-    _, base, factor, ffn_factor = best
+    _, base, factor, ffn_factor, ffn_base = best
     old = [(r.activation - base) / r.logits for r in rows if not r.new_sampler and r.last_stage]
     old_factor = statistics.mean(old) if old else factor
 
@@ -293,7 +301,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float
         sampler = base + (factor if r.new_sampler else old_factor) * (
             r.logits if r.last_stage else 0.0
         )
-        return max(sampler, ffn_factor * r.ffn)
+        return max(sampler, ffn_base + ffn_factor * r.ffn)
 
     moe_rows = [r for r in rows if r.moe]
     # Least squares through the origin of what the dense terms leave unexplained.
@@ -303,13 +311,15 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float
         else 0.0
     )
     residuals = [dense(r) + moe_factor * r.moe - r.activation for r in rows]
-    return base, factor, old_factor, ffn_factor, round(moe_factor, 4), _band(residuals)
+    return base, factor, old_factor, ffn_factor, ffn_base, round(moe_factor, 4), _band(residuals)
 
 
 def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     """Least-squares fit of every coefficient on ``logs`` (their ``split`` is not read)."""
     logs = tuple(logs)
-    base, factor, old_factor, ffn_factor, moe_factor, activation_band = _fit_activation(_rows(logs))
+    base, factor, old_factor, ffn_factor, ffn_base, moe_factor, activation_band = _fit_activation(
+        _rows(logs)
+    )
     classes: dict[str, list[float]] = {"single": [], "tp": [], "tp_nccl": [], "pp": []}
     for log in logs:
         if log.non_torch_gib is None:
@@ -346,6 +356,7 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         logits_factor=round(factor, 4),
         logits_factor_before_0_17=round(old_factor, 4),
         ffn_factor=ffn_factor,
+        ffn_base=ffn_base,
         moe_factor=moe_factor,
         activation_band=activation_band,
         non_torch_single=medians["single"],
@@ -362,15 +373,16 @@ COEFFICIENTS: Final = Coefficients(
     activation_base=0.1451,
     logits_factor=3.563,
     logits_factor_before_0_17=9.4807,
-    ffn_factor=2.52,
+    ffn_factor=1.76,
+    ffn_base=0.33,
     moe_factor=0.7767,
-    activation_band=0.14,
+    activation_band=0.18,
     non_torch_single=0.25,
     non_torch_tensor_parallel=2.1,
     non_torch_tensor_parallel_nccl_only=0.25,
     non_torch_pipeline=0.07,
     non_torch_band=0.22,
-    cuda_graph_per_layer=0.02446,
-    cuda_graph_band=0.25,
+    cuda_graph_per_layer=0.02363,
+    cuda_graph_band=0.22,
 )
 """The shipped fit: :func:`fit_coefficients` over the ``fit`` logs of tests/data/memory_logs."""
