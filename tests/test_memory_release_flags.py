@@ -1,11 +1,11 @@
-"""``--vllm`` for any V1 release's memory profile, and the TP > 1 non-torch term per GPU class.
+"""``--vllm`` for any V1 release's memory profile, and the non-torch term per release and GPU.
 
 Expected values come from vLLM's sources and logs: vllm 0.11.0
 ``vllm/v1/worker/gpu_worker.py`` (no CUDA-graph term; ``gpu_memory_utilization``
 0.9 in ``vllm/config/cache.py``), vllm 0.21.0 and 0.27.0 ``gpu_worker.py`` (the
-CUDA-graph estimate subtracted; 0.92 unset), and the bundled H100 logs
-(tests/data/memory_logs: 2.06-2.17 GiB non-torch with TP > 1 from 0.15, 0.29
-GiB logged on 0.11 in the issue).
+CUDA-graph estimate subtracted; 0.92 unset), vllm 0.15.0-0.34.0
+``vllm/config/vllm.py`` (``enable_allreduce_rms_fusion``), and the bundled H100
+logs (tests/data/memory_logs).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.estimate import (
     COEFFICIENTS,
+    NCCL_UNLOGGED_BAND_GIB,
     non_torch_band_gib,
     non_torch_gib,
-    tp_non_torch_measured,
 )
 from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules
 from kvpure.memory_profile.sharding import Parallelism
@@ -47,7 +47,8 @@ def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
         ("0.10.1", "0.26", "0.10-0.14"),
         ("0.11", "0.26", "0.10-0.14"),
         ("v0.16.0", "0.26", "0.15-0.16"),
-        ("0.19.0", "0.26", "0.17-0.20"),
+        ("0.17", "0.26", "0.17"),
+        ("0.19.0", "0.26", "0.18-0.20"),
         ("0.22", "0.26", "0.21-0.26"),
         ("0.27.1", "0.33", "0.27-0.33"),
         ("0.31", "0.33", "0.27-0.33"),
@@ -102,44 +103,67 @@ def test_reproduced_releases_and_an_explicit_profile_are_kept() -> None:
     assert planning_release((0, 27)) == "0.33"
 
 
-def test_tp_non_torch_is_logged_on_hopper_hgx_only() -> None:
-    rules = memory_profile_rules("0.19.0")
-    h100 = non_torch_gib(COEFFICIENTS, tp=2, pp=1, rules=rules, gpu="NVIDIA H100 80GB HBM3")
-    assert h100 == COEFFICIENTS.non_torch_tensor_parallel
-    assert tp_non_torch_measured(None)
-    assert tp_non_torch_measured("H200")
-    low = COEFFICIENTS.non_torch_tensor_parallel_nccl_only
-    high = COEFFICIENTS.non_torch_tensor_parallel
-    for gpu in ("A100-80GB", "L40S", "RTX-4090", "custom"):
-        middle = non_torch_gib(COEFFICIENTS, tp=2, pp=1, rules=rules, gpu=gpu)
-        band = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, gpu=gpu)
-        assert middle - band <= low
-        assert high <= middle + band
-        # One GPU, and releases before 0.15 (NCCL's state alone), are not widened.
-        assert non_torch_gib(COEFFICIENTS, tp=1, pp=1, rules=rules, gpu=gpu) == (
-            COEFFICIENTS.non_torch_single
+@pytest.mark.parametrize(
+    ("version", "tp", "pp", "capability", "fused"),
+    [
+        ("0.16.0", 2, 1, (9, 0), False),  # 0.16.0 config/vllm.py: fuse_allreduce_rms False
+        ("0.17.0", 2, 1, (9, 0), True),  # 0.17.0 OPTIMIZATION_LEVEL_02: on for 9.0 / 10.0
+        ("0.17.0", 2, 2, (9, 0), False),  # ... and PP 1 only
+        ("0.19.0", 2, 1, (10, 3), False),
+        ("0.21.0", 2, 1, (10, 3), True),  # 0.21.0: is_device_capability_family(100)
+        ("0.21.0", 2, 2, (9, 0), True),
+        ("0.26", 4, 1, (8, 0), False),  # A100
+        ("0.26", 2, 1, (8, 9), False),  # L40S, RTX 4090
+        ("0.26", 2, 1, (12, 0), False),  # RTX 5090, RTX PRO 6000
+        ("0.26", 1, 1, (9, 0), False),
+    ],
+)
+def test_the_fused_all_reduce_follows_each_releases_rule(
+    version: str, tp: int, pp: int, capability: tuple[int, int], fused: bool
+) -> None:
+    rules = memory_profile_rules(version)
+    assert rules.fuses_all_reduce(tp=tp, pp=pp, capability=capability) is fused
+    got = non_torch_gib(COEFFICIENTS, tp=tp, pp=pp, rules=rules, capability=capability)
+    if tp > 1:
+        expected = (
+            COEFFICIENTS.non_torch_tensor_parallel
+            if fused
+            else COEFFICIENTS.non_torch_tensor_parallel_nccl_only
         )
-        old = memory_profile_rules("0.11")
-        assert non_torch_band_gib(COEFFICIENTS, tp=2, rules=old, gpu=gpu) == (
-            COEFFICIENTS.non_torch_band
-        )
+        assert got == expected
 
 
-def test_the_cli_widens_tp_bands_off_hopper(capsys: pytest.CaptureFixture[str]) -> None:
-    def half_width(gpu: str, tp: str) -> int:
-        m = _plan(["--gpu", gpu, "--tensor-parallel-size", tp, "--vllm", "0.19"], capsys)
-        worker = m["memory"][0]
-        return int(worker["kv_cache_bytes_high"] - worker["kv_cache_bytes"])
-
-    assert half_width("A100-80GB", "2") > half_width("A100-80GB", "1") + 0.5 * GIB
-    assert half_width("H100-80GB", "2") < half_width("H100-80GB", "1") + 0.1 * GIB
+def test_one_gpus_non_torch_grows_in_0_18() -> None:
+    # The campaign's Qwen3-14B runs: 0.13 GiB on 0.15-0.17, 0.25 on 0.18.
+    for version, expected in (("0.11", 0.13), ("0.17.0", 0.13), ("0.18.0", 0.25)):
+        rules = memory_profile_rules(version)
+        assert non_torch_gib(COEFFICIENTS, tp=1, pp=1, rules=rules) == expected
 
 
-def test_serve_settings_take_the_gpu_name() -> None:
+def test_unlogged_interconnects_widen_the_tp_band() -> None:
+    rules = memory_profile_rules("0.26")
+    hopper = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, capability=(9, 0))
+    pcie = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, capability=(8, 9))
+    assert pcie - hopper == pytest.approx(NCCL_UNLOGGED_BAND_GIB)
+    assert non_torch_band_gib(COEFFICIENTS, tp=1, rules=rules, capability=(8, 9)) == hopper
+
+
+def test_the_cli_charges_nccl_alone_off_hopper(capsys: pytest.CaptureFixture[str]) -> None:
+    def non_torch(gpu: str) -> int:
+        argv = ["--gpu", gpu, "--tensor-parallel-size", "2", "--vllm", "0.26"]
+        return int(_plan(argv, capsys)["memory"][0]["non_torch_bytes"])
+
+    assert non_torch("H100-80GB") == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
+    assert non_torch("H200") == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
+    assert non_torch("A100-80GB") == round(COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB)
+    assert non_torch("L40S") == round(COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB)
+
+
+def test_serve_settings_take_the_gpu_capability() -> None:
     config = parse_model_config(json.loads(LLAMA.read_text()))
-    on = ServeSettings(total_gpu_bytes=80 * GIB, vllm_version="0.19", gpu="L40S")
-    (a, _) = estimate_memory_budget(config, on, Parallelism(tp=2))
-    (b, _) = estimate_memory_budget(
-        config, ServeSettings(total_gpu_bytes=80 * GIB), Parallelism(tp=2)
-    )
+    pcie = ServeSettings(total_gpu_bytes=80 * GIB, vllm_version="0.19", gpu_capability=(8, 9))
+    hopper = ServeSettings(total_gpu_bytes=80 * GIB, vllm_version="0.19")
+    (a, _) = estimate_memory_budget(config, pcie, Parallelism(tp=2))
+    (b, _) = estimate_memory_budget(config, hopper, Parallelism(tp=2))
+    assert a.non_torch_bytes < b.non_torch_bytes
     assert a.non_torch.error_bytes > b.non_torch.error_bytes

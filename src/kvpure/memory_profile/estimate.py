@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.profile_logs import GIB, ModelShape, ProfileLog
+from kvpure.memory_profile.profile_logs import GIB, Capability, ModelShape, ProfileLog
 from kvpure.memory_profile.releases import (
     MemoryProfileRules,
     Version,
@@ -64,11 +64,12 @@ __all__ = [
     "ffn_gib",
     "logits_gib",
     "moe_workspace_gib",
+    "HOPPER",
+    "NCCL_UNLOGGED_BAND_GIB",
     "non_torch_band_gib",
+    "non_torch_class",
     "non_torch_gib",
     "parse_version",
-    "tp_non_torch_measured",
-    "TP_NON_TORCH_MEASURED_GPUS",
 ]
 
 FITTED_VERSIONS: Final = (
@@ -95,6 +96,7 @@ class Coefficients:
     moe_factor: float
     activation_band: float
     non_torch_single: float
+    non_torch_single_before_0_18: float
     non_torch_tensor_parallel: float
     non_torch_tensor_parallel_nccl_only: float
     non_torch_pipeline: float
@@ -132,11 +134,15 @@ def activation_gib(
     last_stage: bool,
     rules: MemoryProfileRules,
     dtype_bytes: int = 2,
+    quantization: str = "none",
 ) -> float:
     """The estimated ``torch peak memory increase`` of vLLM's profiling run.
 
     ``dtype_bytes``: the served dtype's size; the forward pass's activations
     scale with it (float32 doubles them), the sampler's float32 logits do not.
+    ``quantization``: the checkpoint's layout; MXFP4 experts run their own
+    fused kernel, which keeps no bf16 fused-MoE caches (gpt-oss logs its
+    sampler's peak alone: 7.38 GiB on vLLM 0.11, 2.87 at TP 2 on 0.19).
     """
     factor = coef.logits_factor_before_0_17 if rules.large_sampler_peak else coef.logits_factor
     sampler = coef.activation_base
@@ -145,7 +151,9 @@ def activation_gib(
     width = dtype_bytes / 2
     ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
     forward = (coef.ffn_base + coef.ffn_factor * ffn) * width
-    moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
+    moe = 0.0
+    if quantization != "mxfp4":
+        moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
     return max(sampler, forward) + moe
 
 
@@ -164,55 +172,65 @@ def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
     return coef.cuda_graph_per_layer * stage_layers(shape, pp)
 
 
-TP_NON_TORCH_MEASURED_GPUS: Final = frozenset(
-    {"H100-80GB", "NVIDIA H100 80GB HBM3", "H200", "NVIDIA H200"}
-)
-"""GPUs (catalogue or device names) whose TP > 1 non-torch figure is the logged one.
-
-The 2.06-2.17 GiB of the bundled TP > 1 logs were measured on H100 80GB (SXM)
-boards; the H200 shares their HGX NVSwitch board and NCCL's algorithms on it.
-No public log states the figure for another GPU with TP > 1 from vLLM 0.15
-(PCIe boards, the A100's NVSwitch without NVLink SHARP, Blackwell), so there
-the term spans NCCL's state alone (as logged before 0.15) to the H100's figure.
-"""
+HOPPER: Final = (9, 0)
+"""The compute capability the bundled logs were taken on (H100 80GB); the default."""
 
 
-def tp_non_torch_measured(gpu: str | None) -> bool:
-    """Whether the TP > 1 non-torch term was logged on ``gpu``'s class (None: assumed so)."""
-    return gpu is None or gpu in TP_NON_TORCH_MEASURED_GPUS
+def non_torch_class(tp: int, pp: int, rules: MemoryProfileRules, capability: Capability) -> str:
+    """The logged class a worker's non-torch increase falls in.
 
-
-def _unmeasured_tp(tp: int, rules: MemoryProfileRules, gpu: str | None) -> bool:
-    return tp > 1 and rules.tp_non_torch_all_reduce and not tp_non_torch_measured(gpu)
+    ``fused``: TP > 1 with FlashInfer's fused all-reduce workspace
+    (:meth:`MemoryProfileRules.fuses_all_reduce`); ``nccl``: TP > 1 without it;
+    ``pp``: pipeline parallelism alone; ``single`` / ``single_old``: one GPU
+    from / before vLLM 0.18.
+    """
+    if tp > 1:
+        return "fused" if rules.fuses_all_reduce(tp=tp, pp=pp, capability=capability) else "nccl"
+    if pp > 1:
+        return "pp"
+    return "single" if rules.larger_single_non_torch else "single_old"
 
 
 def non_torch_gib(
-    coef: Coefficients, *, tp: int, pp: int, rules: MemoryProfileRules, gpu: str | None = None
+    coef: Coefficients,
+    *,
+    tp: int,
+    pp: int,
+    rules: MemoryProfileRules,
+    capability: Capability = HOPPER,
 ) -> float:
     """The estimated ``non-torch forward increase memory`` of one worker.
 
-    ``gpu`` (catalogue or device name): with TP > 1 on a GPU whose figure no
-    log states (:func:`tp_non_torch_measured`), the middle of NCCL's state
-    alone and the H100's figure.
+    ``capability``: the GPU's compute capability (the fused all-reduce runs on
+    9.0 and 10.x only).
     """
-    if tp > 1:
-        if not rules.tp_non_torch_all_reduce:
-            return coef.non_torch_tensor_parallel_nccl_only
-        if _unmeasured_tp(tp, rules, gpu):
-            low = coef.non_torch_tensor_parallel_nccl_only
-            return (low + coef.non_torch_tensor_parallel) / 2
-        return coef.non_torch_tensor_parallel
-    return coef.non_torch_pipeline if pp > 1 else coef.non_torch_single
+    return {
+        "fused": coef.non_torch_tensor_parallel,
+        "nccl": coef.non_torch_tensor_parallel_nccl_only,
+        "pp": coef.non_torch_pipeline,
+        "single": coef.non_torch_single,
+        "single_old": coef.non_torch_single_before_0_18,
+    }[non_torch_class(tp, pp, rules, capability)]
 
 
 def non_torch_band_gib(
-    coef: Coefficients, *, tp: int, rules: MemoryProfileRules, gpu: str | None = None
+    coef: Coefficients,
+    *,
+    tp: int,
+    pp: int = 1,
+    rules: MemoryProfileRules,
+    capability: Capability = HOPPER,
 ) -> float:
-    """The non-torch term's band: the fitted one, widened by half the span where unmeasured."""
-    if _unmeasured_tp(tp, rules, gpu):
-        span = coef.non_torch_tensor_parallel - coef.non_torch_tensor_parallel_nccl_only
-        return coef.non_torch_band + abs(span) / 2
-    return coef.non_torch_band
+    """The non-torch term's band, wider for TP > 1 off the logged Hopper boards.
+
+    NCCL's buffers are logged over H100 NVLink only; on PCIe boards and other
+    interconnects they differ, by up to :data:`NCCL_UNLOGGED_BAND_GIB`.
+    """
+    unlogged = tp > 1 and capability != HOPPER and capability[0] != 10
+    return coef.non_torch_band + (NCCL_UNLOGGED_BAND_GIB if unlogged else 0.0)
+
+
+NCCL_UNLOGGED_BAND_GIB: Final = 0.15
 
 
 def _band(residuals: Iterable[float]) -> float:
@@ -252,7 +270,9 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                     log.shape.intermediate_size,
                     log.tensor_parallel_size,
                 ),
-                moe=moe_workspace_gib(
+                moe=0.0
+                if log.quantization == "mxfp4"
+                else moe_workspace_gib(
                     log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
                 ),
                 last_stage=log.pipeline_parallel_size == 1,
@@ -320,24 +340,22 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     base, factor, old_factor, ffn_factor, ffn_base, moe_factor, activation_band = _fit_activation(
         _rows(logs)
     )
-    classes: dict[str, list[float]] = {"single": [], "tp": [], "tp_nccl": [], "pp": []}
+    classes: dict[str, list[float]] = {
+        "single": [],
+        "single_old": [],
+        "fused": [],
+        "nccl": [],
+        "pp": [],
+    }
     for log in logs:
         if log.non_torch_gib is None:
             continue
-        all_reduce = memory_profile_rules(log.vllm_version).tp_non_torch_all_reduce
-        key = (
-            ("tp" if all_reduce else "tp_nccl")
-            if log.tensor_parallel_size > 1
-            else "pp"
-            if log.pipeline_parallel_size > 1
-            else "single"
+        rules = memory_profile_rules(log.vllm_version)
+        key = non_torch_class(
+            log.tensor_parallel_size, log.pipeline_parallel_size, rules, log.compute_capability
         )
         classes[key].append(log.non_torch_gib)
     medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
-    if not classes["tp_nccl"]:
-        # No log of TP > 1 before 0.15: NCCL's state alone is about one GPU's
-        # non-torch memory (0.29 GiB logged on 0.11 against 0.24-0.26 on one GPU).
-        medians["tp_nccl"] = medians["single"]
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
     graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
     per_layer = [
@@ -360,8 +378,9 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         moe_factor=moe_factor,
         activation_band=activation_band,
         non_torch_single=medians["single"],
-        non_torch_tensor_parallel=medians["tp"],
-        non_torch_tensor_parallel_nccl_only=medians["tp_nccl"],
+        non_torch_single_before_0_18=medians["single_old"],
+        non_torch_tensor_parallel=medians["fused"],
+        non_torch_tensor_parallel_nccl_only=medians["nccl"],
         non_torch_pipeline=medians["pp"],
         non_torch_band=nt_band,
         cuda_graph_per_layer=graph,
@@ -372,14 +391,15 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
 COEFFICIENTS: Final = Coefficients(
     activation_base=0.1451,
     logits_factor=3.563,
-    logits_factor_before_0_17=9.4807,
+    logits_factor_before_0_17=9.5383,
     ffn_factor=1.76,
     ffn_base=0.33,
     moe_factor=0.7767,
     activation_band=0.18,
     non_torch_single=0.25,
+    non_torch_single_before_0_18=0.13,
     non_torch_tensor_parallel=2.1,
-    non_torch_tensor_parallel_nccl_only=0.25,
+    non_torch_tensor_parallel_nccl_only=0.55,
     non_torch_pipeline=0.07,
     non_torch_band=0.22,
     cuda_graph_per_layer=0.02363,
