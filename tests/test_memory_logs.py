@@ -40,6 +40,7 @@ MULTIMODAL = {
     "google/gemma-3-27b-it",
     "ibm-granite/granite-vision-3.3-2b",
     "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+    "mistralai/Mistral-Small-3.2-24B-Instruct-2506",
     "RedHatAI/Mistral-Small-3.1-24B-Instruct-2503-quantized.w8a8",
     "meta-llama/Llama-4-Scout-17B-16E-Instruct",
     "moonshotai/Kimi-VL-A3B-Instruct",

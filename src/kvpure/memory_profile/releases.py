@@ -165,7 +165,7 @@ V1_0_10: Final = MemoryProfileRules(
     margin_floor_gib_rocm=0.0,
     margin_fraction=0.0,
     unset_gpu_memory_utilization=0.9,
-    thin_data_band_gib=0.15,
+    thin_data_band_gib=0.05,
 )
 V1_0_15: Final = replace(
     V1_0_10,
