@@ -180,6 +180,7 @@ def test_held_out_text_only_activation_is_within_its_band() -> None:
             last_stage=log.pipeline_parallel_size == 1,
             rules=memory_profile_rules(log.vllm_version),
             dtype_bytes=log.dtype_bytes,
+            quantization=log.quantization,
         )
         errors.append(abs(got - log.activation_gib))
     doc = " ".join((ROOT / "docs" / "memory-profile.md").read_text().split())
