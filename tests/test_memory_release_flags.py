@@ -167,3 +167,37 @@ def test_serve_settings_take_the_gpu_capability() -> None:
     (b, _) = estimate_memory_budget(config, hopper, Parallelism(tp=2))
     assert a.non_torch_bytes < b.non_torch_bytes
     assert a.non_torch.error_bytes > b.non_torch.error_bytes
+
+
+def test_mxfp4_experts_keep_no_fused_moe_caches() -> None:
+    # gpt-oss logs its sampler's peak alone: 7.38 GiB on vLLM 0.11 (llm-d-benchmark),
+    # 2.87 GiB at TP 2 on 0.19 (llm-d-planner); bf16 MoE models add the caches.
+    from kvpure.memory_profile.estimate import activation_gib, moe_workspace_gib
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    shape = ModelShape(
+        vocab_size=201088,
+        hidden_size=2880,
+        intermediate_size=2880,
+        num_hidden_layers=24,
+        num_experts=32,
+        num_experts_per_tok=4,
+        moe_intermediate_size=2880,
+    )
+    rules = memory_profile_rules("0.11.0")
+
+    def peak(quantization: str) -> float:
+        return activation_gib(
+            COEFFICIENTS,
+            shape,
+            max_num_batched_tokens=8192,
+            max_num_seqs=1024,
+            tp=1,
+            last_stage=True,
+            rules=rules,
+            quantization=quantization,
+        )
+
+    assert abs(peak("mxfp4") - 7.38) <= COEFFICIENTS.activation_band
+    caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
+    assert peak("none") - peak("mxfp4") == pytest.approx(caches)

@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 FITTED_VERSIONS: Final = (
-    "0.10-0.34 (fitted on vLLM 0.15-0.19 H100 logs; docs/memory-profile.md gives the error "
+    "0.10-0.34 (fitted on vLLM 0.11-0.19 H100 logs; docs/memory-profile.md gives the error "
     "per release and GPU)"
 )
 
