@@ -67,7 +67,11 @@ def test_weights_from_tensors_are_exact_and_per_worker() -> None:
     # Only the last stage runs the sampler over the vocabulary's logits.
     assert budgets[0].activation_bytes < budgets[3].activation_bytes
     # Tensor-parallel workers carry NCCL buffers.
-    assert budgets[0].non_torch_bytes == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
+    # vLLM 0.17-0.20 (config/vllm.py, enable_allreduce_rms_fusion) keeps the fused
+    # all-reduce off with PP > 1: NCCL's state alone.
+    assert budgets[0].non_torch_bytes == round(
+        COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB
+    )
 
 
 def test_json_names_every_field_and_marks_terms() -> None:

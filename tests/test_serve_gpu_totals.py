@@ -91,7 +91,7 @@ def test_the_total_spans_every_source() -> None:
     assert a100_40.exact
     assert a100_40.bytes == 42_298_834_944
     assert torch_total("L4") is None
-    assert torch_total("H200") is None
+    assert torch_total("GB200") is None
 
 
 def test_vllm_total_memory_prefers_the_recorded_torch_total() -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
+from kvpure.cli.memory_release import split_release_options
 from kvpure.cli.plan_memory import (
     MemoryCase,
     memory_case,
@@ -206,6 +207,7 @@ def build_deployment_plan(
     weights exact from the safetensors files in ``model_folder`` when it has
     them). ``architecture_as`` plans the model by a listed architecture's rule.
     """
+    options = split_release_options(options)
     hf_config = parse_model_config(config)
     layout = model_layout(hf_config, architecture_as=architecture_as)
     serve_options, memory_options = split_memory_options(options)

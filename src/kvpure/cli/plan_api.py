@@ -20,6 +20,7 @@ from typing import Final
 
 from kvpure.cli.deployment_plan import DeploymentPlan, build_deployment_plan
 from kvpure.cli.input_files import read_json
+from kvpure.cli.memory_release import split_release_options
 from kvpure.cli.plan_memory import MEMORY_OPTIONS, memory_case
 from kvpure.cli.plan_options import OPTIONS
 from kvpure.cli.serve_options import SERVE_OPTIONS, SERVE_SWITCHES, VLLM_OPTION
@@ -160,6 +161,7 @@ def kv_memory_band_from_options(
     """
     hf_config = parse_model_config(config)
     layout = model_layout(hf_config)
+    options = split_release_options(options)
     case = memory_case(hf_config, layout, options, model_folder=model_folder)
     budgets = [w.budget for w in case.workers]
     return KVMemoryBand(

@@ -23,6 +23,7 @@ from kvpure.memory_profile.estimate import (
     Coefficients,
     activation_gib,
     cuda_graph_gib,
+    non_torch_band_gib,
     non_torch_gib,
 )
 from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
@@ -31,7 +32,11 @@ from kvpure.memory_profile.releases import MemoryProfileRules, memory_profile_ru
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.terms import MemoryTerm
-from kvpure.memory_profile.weights import served_dtype_bytes, worker_weights
+from kvpure.memory_profile.weights import (
+    checkpoint_quantization,
+    served_dtype_bytes,
+    worker_weights,
+)
 from kvpure.models.config import HFConfig
 from kvpure.versions import DEFAULT_VLLM_VERSION
 
@@ -63,6 +68,9 @@ class ServeSettings:
     vllm_version: str = DEFAULT_VLLM_VERSION
     enforce_eager: bool = False
     rocm: bool = False
+    gpu_capability: tuple[int, int] = (9, 0)
+    """The GPU's compute capability (the H100's 9.0 by default): with TP > 1 the
+    fused all-reduce workspace is charged on 9.0 and 10.x only."""
 
     def __post_init__(self) -> None:
         check_int("total_gpu_bytes", self.total_gpu_bytes, minimum=1)
@@ -80,6 +88,15 @@ class ServeSettings:
                 raise InvalidFieldError(
                     field=name, value=getattr(self, name), reason="must be true or false"
                 )
+        cap = self.gpu_capability
+        if (
+            not isinstance(cap, tuple)
+            or len(cap) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in cap)
+        ):
+            raise InvalidFieldError(
+                field="gpu_capability", value=cap, reason="must be (major, minor), e.g. (9, 0)"
+            )
         memory_profile_rules(self.vllm_version)
 
     @property
@@ -236,6 +253,7 @@ def estimate_memory_budget(
         config, parallel, dtype=settings.dtype, quantization=settings.quantization, tensors=tensors
     )
     shape = model_shape(config)
+    layout = checkpoint_quantization(config, settings.quantization)
     requested = math.ceil(settings.total_gpu_bytes * utilization)
     if settings.enforce_eager:
         graph = MemoryTerm(bytes=0, exact=True)
@@ -245,8 +263,20 @@ def estimate_memory_budget(
         )
     subtract = rules.cuda_graph_subtracted or rules.extensible_kv_cache
     non_torch = _gib_term(
-        non_torch_gib(coefficients, tp=parallel.tp, pp=parallel.pp, rules=rules),
-        coefficients.non_torch_band,
+        non_torch_gib(
+            coefficients,
+            tp=parallel.tp,
+            pp=parallel.pp,
+            rules=rules,
+            capability=settings.gpu_capability,
+        ),
+        non_torch_band_gib(
+            coefficients,
+            tp=parallel.tp,
+            pp=parallel.pp,
+            rules=rules,
+            capability=settings.gpu_capability,
+        ),
     )
     budgets = []
     for worker, weight_bytes in enumerate(weights.bytes_per_worker):
@@ -261,6 +291,7 @@ def estimate_memory_budget(
                 last_stage=last_stage,
                 rules=rules,
                 dtype_bytes=served_dtype_bytes(config, settings.dtype),
+                quantization=layout,
             ),
             coefficients.activation_band,
         )

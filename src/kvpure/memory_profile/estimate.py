@@ -14,8 +14,9 @@ on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
 - **activation peak** (``torch peak memory increase``): the larger of the
   sampler's peak, ``a + b x (max_num_seqs x vocab x 4 B)`` (the dummy sampler
   run over float32 logits, last pipeline stage only; ``a`` alone elsewhere),
-  and the forward pass's, ``c x (max_num_batched_tokens x 2 x
-  intermediate_size / TP x 2 B)`` (the fused gate/up output); MoE models
+  and the forward pass's, ``c0 + c x (max_num_batched_tokens x 2 x
+  intermediate_size / TP x 2 B)`` (the fused gate/up output, and ``c0`` for
+  what the pass holds beside it; both double in float32); MoE models
   add ``m x (max_num_batched_tokens x top_k x (3 x moe_intermediate / TP +
   hidden) x 2 B)``, the fused-MoE kernel's intermediate caches
   (``fused_experts`` in vllm/model_executor/layers/fused_moe). vLLM 0.17
@@ -35,13 +36,14 @@ records, so tests recompute the fit and its held-out error.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.profile_logs import GIB, ModelShape, ProfileLog
+from kvpure.memory_profile.profile_logs import GIB, Capability, ModelShape, ProfileLog
 from kvpure.memory_profile.releases import (
     MemoryProfileRules,
     Version,
@@ -62,12 +64,16 @@ __all__ = [
     "ffn_gib",
     "logits_gib",
     "moe_workspace_gib",
+    "HOPPER",
+    "NCCL_UNLOGGED_BAND_GIB",
+    "non_torch_band_gib",
+    "non_torch_class",
     "non_torch_gib",
     "parse_version",
 ]
 
 FITTED_VERSIONS: Final = (
-    "0.10-0.34 (fitted on vLLM 0.15-0.19 H100 logs; docs/memory-profile.md gives the error "
+    "0.10-0.34 (fitted on vLLM 0.11-0.19 H100 logs; docs/memory-profile.md gives the error "
     "per release and GPU)"
 )
 
@@ -85,9 +91,12 @@ class Coefficients:
     logits_factor: float
     logits_factor_before_0_17: float
     ffn_factor: float
+    ffn_base: float = 0.0
+    """GiB the forward pass holds beside its MLP output (residual, norms, attention)."""
     moe_factor: float
     activation_band: float
     non_torch_single: float
+    non_torch_single_before_0_18: float
     non_torch_tensor_parallel: float
     non_torch_tensor_parallel_nccl_only: float
     non_torch_pipeline: float
@@ -125,19 +134,26 @@ def activation_gib(
     last_stage: bool,
     rules: MemoryProfileRules,
     dtype_bytes: int = 2,
+    quantization: str = "none",
 ) -> float:
     """The estimated ``torch peak memory increase`` of vLLM's profiling run.
 
     ``dtype_bytes``: the served dtype's size; the forward pass's activations
     scale with it (float32 doubles them), the sampler's float32 logits do not.
+    ``quantization``: the checkpoint's layout; MXFP4 experts run their own
+    fused kernel, which keeps no bf16 fused-MoE caches (gpt-oss logs its
+    sampler's peak alone: 7.38 GiB on vLLM 0.11, 2.87 at TP 2 on 0.19).
     """
     factor = coef.logits_factor_before_0_17 if rules.large_sampler_peak else coef.logits_factor
     sampler = coef.activation_base
     if last_stage:
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
     width = dtype_bytes / 2
-    forward = coef.ffn_factor * ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp) * width
-    moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
+    ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
+    forward = (coef.ffn_base + coef.ffn_factor * ffn) * width
+    moe = 0.0
+    if quantization != "mxfp4":
+        moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
     return max(sampler, forward) + moe
 
 
@@ -156,13 +172,65 @@ def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
     return coef.cuda_graph_per_layer * stage_layers(shape, pp)
 
 
-def non_torch_gib(coef: Coefficients, *, tp: int, pp: int, rules: MemoryProfileRules) -> float:
-    """The estimated ``non-torch forward increase memory`` of one worker."""
+HOPPER: Final = (9, 0)
+"""The compute capability the bundled logs were taken on (H100 80GB); the default."""
+
+
+def non_torch_class(tp: int, pp: int, rules: MemoryProfileRules, capability: Capability) -> str:
+    """The logged class a worker's non-torch increase falls in.
+
+    ``fused``: TP > 1 with FlashInfer's fused all-reduce workspace
+    (:meth:`MemoryProfileRules.fuses_all_reduce`); ``nccl``: TP > 1 without it;
+    ``pp``: pipeline parallelism alone; ``single`` / ``single_old``: one GPU
+    from / before vLLM 0.18.
+    """
     if tp > 1:
-        if not rules.tp_non_torch_all_reduce:
-            return coef.non_torch_tensor_parallel_nccl_only
-        return coef.non_torch_tensor_parallel
-    return coef.non_torch_pipeline if pp > 1 else coef.non_torch_single
+        return "fused" if rules.fuses_all_reduce(tp=tp, pp=pp, capability=capability) else "nccl"
+    if pp > 1:
+        return "pp"
+    return "single" if rules.larger_single_non_torch else "single_old"
+
+
+def non_torch_gib(
+    coef: Coefficients,
+    *,
+    tp: int,
+    pp: int,
+    rules: MemoryProfileRules,
+    capability: Capability = HOPPER,
+) -> float:
+    """The estimated ``non-torch forward increase memory`` of one worker.
+
+    ``capability``: the GPU's compute capability (the fused all-reduce runs on
+    9.0 and 10.x only).
+    """
+    return {
+        "fused": coef.non_torch_tensor_parallel,
+        "nccl": coef.non_torch_tensor_parallel_nccl_only,
+        "pp": coef.non_torch_pipeline,
+        "single": coef.non_torch_single,
+        "single_old": coef.non_torch_single_before_0_18,
+    }[non_torch_class(tp, pp, rules, capability)]
+
+
+def non_torch_band_gib(
+    coef: Coefficients,
+    *,
+    tp: int,
+    pp: int = 1,
+    rules: MemoryProfileRules,
+    capability: Capability = HOPPER,
+) -> float:
+    """The non-torch term's band, wider for TP > 1 off the logged Hopper boards.
+
+    NCCL's buffers are logged over H100 NVLink only; on PCIe boards and other
+    interconnects they differ, by up to :data:`NCCL_UNLOGGED_BAND_GIB`.
+    """
+    unlogged = tp > 1 and capability != HOPPER and capability[0] != 10
+    return coef.non_torch_band + (NCCL_UNLOGGED_BAND_GIB if unlogged else 0.0)
+
+
+NCCL_UNLOGGED_BAND_GIB: Final = 0.15
 
 
 def _band(residuals: Iterable[float]) -> float:
@@ -202,7 +270,9 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                     log.shape.intermediate_size,
                     log.tensor_parallel_size,
                 ),
-                moe=moe_workspace_gib(
+                moe=0.0
+                if log.quantization == "mxfp4"
+                else moe_workspace_gib(
                     log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
                 ),
                 last_stage=log.pipeline_parallel_size == 1,
@@ -213,34 +283,37 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
     return rows
 
 
-def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float, float]:
+def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
     new = [r for r in rows if r.new_sampler and not r.moe]
-    best: tuple[float, float, float, float] | None = None
-    for step in range(0, 401):
-        ffn_factor = step / 100
+    best: tuple[float, float, float, float, float] | None = None
+    for base_step, step in itertools.product(range(0, 61), range(0, 401)):
+        ffn_base, ffn_factor = base_step / 100, step / 100
         sampler_rows = [
             (r.logits if r.last_stage else 0.0, r.activation)
             for r in new
-            if r.activation > ffn_factor * r.ffn
+            if r.activation > ffn_base + ffn_factor * r.ffn
         ]
         if len(sampler_rows) < 2:
             continue
         base, factor = _least_squares(sampler_rows)
         error = sum(
             (
-                max(base + factor * (r.logits if r.last_stage else 0.0), ffn_factor * r.ffn)
+                max(
+                    base + factor * (r.logits if r.last_stage else 0.0),
+                    ffn_base + ffn_factor * r.ffn,
+                )
                 - r.activation
             )
             ** 2
             for r in new
         )
-        if best is None or error < best[0]:
-            best = (error, base, factor, ffn_factor)
+        if best is None or error < best[0] - 1e-12:
+            best = (error, base, factor, ffn_factor, ffn_base)
     if best is None:
         raise InvalidFieldError(
             field="profile logs", value=len(new), reason="need two logs of vLLM >= 0.17 to fit"
         )
-    _, base, factor, ffn_factor = best
+    _, base, factor, ffn_factor, ffn_base = best
     old = [(r.activation - base) / r.logits for r in rows if not r.new_sampler and r.last_stage]
     old_factor = statistics.mean(old) if old else factor
 
@@ -248,7 +321,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float
         sampler = base + (factor if r.new_sampler else old_factor) * (
             r.logits if r.last_stage else 0.0
         )
-        return max(sampler, ffn_factor * r.ffn)
+        return max(sampler, ffn_base + ffn_factor * r.ffn)
 
     moe_rows = [r for r in rows if r.moe]
     # Least squares through the origin of what the dense terms leave unexplained.
@@ -258,31 +331,31 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, float, float, float, float
         else 0.0
     )
     residuals = [dense(r) + moe_factor * r.moe - r.activation for r in rows]
-    return base, factor, old_factor, ffn_factor, round(moe_factor, 4), _band(residuals)
+    return base, factor, old_factor, ffn_factor, ffn_base, round(moe_factor, 4), _band(residuals)
 
 
 def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     """Least-squares fit of every coefficient on ``logs`` (their ``split`` is not read)."""
     logs = tuple(logs)
-    base, factor, old_factor, ffn_factor, moe_factor, activation_band = _fit_activation(_rows(logs))
-    classes: dict[str, list[float]] = {"single": [], "tp": [], "tp_nccl": [], "pp": []}
+    base, factor, old_factor, ffn_factor, ffn_base, moe_factor, activation_band = _fit_activation(
+        _rows(logs)
+    )
+    classes: dict[str, list[float]] = {
+        "single": [],
+        "single_old": [],
+        "fused": [],
+        "nccl": [],
+        "pp": [],
+    }
     for log in logs:
         if log.non_torch_gib is None:
             continue
-        all_reduce = memory_profile_rules(log.vllm_version).tp_non_torch_all_reduce
-        key = (
-            ("tp" if all_reduce else "tp_nccl")
-            if log.tensor_parallel_size > 1
-            else "pp"
-            if log.pipeline_parallel_size > 1
-            else "single"
+        rules = memory_profile_rules(log.vllm_version)
+        key = non_torch_class(
+            log.tensor_parallel_size, log.pipeline_parallel_size, rules, log.compute_capability
         )
         classes[key].append(log.non_torch_gib)
     medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
-    if not classes["tp_nccl"]:
-        # No log of TP > 1 before 0.15: NCCL's state alone is about one GPU's
-        # non-torch memory (0.29 GiB logged on 0.11 against 0.24-0.26 on one GPU).
-        medians["tp_nccl"] = medians["single"]
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
     graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
     per_layer = [
@@ -301,11 +374,13 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
         logits_factor=round(factor, 4),
         logits_factor_before_0_17=round(old_factor, 4),
         ffn_factor=ffn_factor,
+        ffn_base=ffn_base,
         moe_factor=moe_factor,
         activation_band=activation_band,
         non_torch_single=medians["single"],
-        non_torch_tensor_parallel=medians["tp"],
-        non_torch_tensor_parallel_nccl_only=medians["tp_nccl"],
+        non_torch_single_before_0_18=medians["single_old"],
+        non_torch_tensor_parallel=medians["fused"],
+        non_torch_tensor_parallel_nccl_only=medians["nccl"],
         non_torch_pipeline=medians["pp"],
         non_torch_band=nt_band,
         cuda_graph_per_layer=graph,
@@ -316,16 +391,18 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
 COEFFICIENTS: Final = Coefficients(
     activation_base=0.1451,
     logits_factor=3.563,
-    logits_factor_before_0_17=9.4807,
-    ffn_factor=2.52,
+    logits_factor_before_0_17=9.5383,
+    ffn_factor=1.76,
+    ffn_base=0.33,
     moe_factor=0.7767,
-    activation_band=0.14,
+    activation_band=0.18,
     non_torch_single=0.25,
+    non_torch_single_before_0_18=0.13,
     non_torch_tensor_parallel=2.1,
-    non_torch_tensor_parallel_nccl_only=0.25,
+    non_torch_tensor_parallel_nccl_only=0.55,
     non_torch_pipeline=0.07,
     non_torch_band=0.22,
-    cuda_graph_per_layer=0.02446,
-    cuda_graph_band=0.25,
+    cuda_graph_per_layer=0.02363,
+    cuda_graph_band=0.22,
 )
 """The shipped fit: :func:`fit_coefficients` over the ``fit`` logs of tests/data/memory_logs."""

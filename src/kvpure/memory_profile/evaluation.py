@@ -18,6 +18,7 @@ from kvpure.memory_profile.estimate import (
     Coefficients,
     activation_gib,
     cuda_graph_gib,
+    non_torch_band_gib,
     non_torch_gib,
 )
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
@@ -96,14 +97,17 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             last_stage=pp == 1,
             rules=rules,
             dtype_bytes=log.dtype_bytes,
+            quantization=log.quantization,
         )
         subtract = rules.cuda_graph_subtracted and not log.enforce_eager
         graph = cuda_graph_gib(coef, log.shape, pp=pp) if subtract else 0.0
-        bands = [coef.activation_band, coef.non_torch_band]
+        cap = log.compute_capability
+        nt_band = non_torch_band_gib(coef, tp=tp, pp=pp, rules=rules, capability=cap)
+        bands = [coef.activation_band, nt_band]
         bands += [coef.cuda_graph_band] if subtract else []
         band = math.sqrt(sum(b * b for b in bands)) + rules.thin_data_band_gib
         requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
-        non_torch = non_torch_gib(coef, tp=tp, pp=pp, rules=rules)
+        non_torch = non_torch_gib(coef, tp=tp, pp=pp, rules=rules, capability=cap)
         predicted = requested - log.weights_gib - activation - non_torch
         out.append(
             KVError(

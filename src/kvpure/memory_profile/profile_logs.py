@@ -16,9 +16,19 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 
-__all__ = ["GIB", "ModelShape", "ProfileLog", "load_profile_logs", "parse_profile_log"]
+__all__ = [
+    "GIB",
+    "Capability",
+    "ModelShape",
+    "ProfileLog",
+    "load_profile_logs",
+    "parse_capability",
+    "parse_profile_log",
+]
 
 GIB: Final = 1 << 30
+Capability = tuple[int, int]
+"""A GPU's compute capability, ``(major, minor)``."""
 _MAX_LOG_FILE_BYTES: Final = 1 << 20
 
 
@@ -61,6 +71,8 @@ class ProfileLog:
     dtype_bytes: int
     split: str
     source: str
+    compute_capability: Capability = (9, 0)
+    """The GPU's compute capability (``"compute_capability": "8.0"``; H100's 9.0 if unstated)."""
 
 
 def _num(data: dict[str, object], key: str, name: str) -> float | None:
@@ -84,6 +96,14 @@ def _str(data: dict[str, object], key: str, name: str) -> str:
     if not isinstance(value, str):
         raise InvalidFieldError(field=f"{name}: {key}", value=value, reason="must be a string")
     return value
+
+
+def parse_capability(text: object, *, field: str) -> Capability:
+    """``"8.0"`` -> ``(8, 0)``; anything else is refused naming ``field``."""
+    parts = text.split(".") if isinstance(text, str) else []
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise InvalidFieldError(field=field, value=text, reason="must be a capability such as 9.0")
+    return int(parts[0]), int(parts[1])
 
 
 def parse_profile_log(name: str, data: object) -> ProfileLog:
@@ -144,6 +164,9 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
         dtype_bytes=4 if data.get("dtype") == "float32" else 2,
         split=split,
         source=_str(data, "source", name),
+        compute_capability=parse_capability(
+            data.get("compute_capability", "9.0"), field=f"{name}: compute_capability"
+        ),
     )
 
 

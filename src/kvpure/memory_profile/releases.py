@@ -9,21 +9,32 @@ side (read in the release's own wheel):
   ``memory_profiling``): ``kv = requested - (weights + torch peak increase +
   non-torch increase)``; no CUDA-graph term. The sampler's dummy run keeps
   several float32 copies of the logits (the larger sampler peak), and with
-  TP > 1 the non-torch term is the NCCL state alone (0.29 GiB logged).
-- **0.17-0.20**: the same formula; the sampler's peak shrinks (Qwen3-14B logs
-  5.64 GiB of activation in 0.16, 2.23 in 0.17) and with TP > 1 the custom
-  all-reduce buffers appear in the non-torch term (2.06-2.17 GiB logged from
-  0.15 on).
+  TP > 1 the non-torch term is NCCL's state alone (0.54-0.55 GiB logged on
+  H100 with vLLM 0.11).
+- **0.17** (vllm 0.17.0 ``vllm/config/vllm.py``, ``OPTIMIZATION_LEVEL_02``,
+  ``enable_allreduce_rms_fusion``; False at every level in 0.15.0 and
+  0.16.0): the same formula; the sampler's peak shrinks (Qwen3-14B logs
+  5.64 GiB of activation in 0.16, 2.23 in 0.17), and with TP > 1 on compute
+  capability 9.0 or 10.0 (and PP 1) FlashInfer's fused all-reduce + RMSNorm
+  is on by default: its workspace sits in the non-torch term (2.06-2.21 GiB
+  logged on H100 with 0.19).
+- **0.18-0.20**: one GPU's non-torch increase grows from 0.13 to 0.25 GiB
+  (the Qwen3-14B logs of 0.17 and 0.18).
 - **0.21-0.26** (vllm 0.21.0 ``gpu_worker.py``, ``determine_available_memory``;
   ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1):
   ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too;
-  ``gpu_memory_utilization`` defaults to 0.92 (``config/cache.py``).
+  ``gpu_memory_utilization`` defaults to 0.92 (``config/cache.py``); the
+  fused all-reduce covers the whole 10.x family and any PP size
+  (``is_device_capability_family(100)``).
 - **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
   the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
   memory before the engine less free memory after profiling, plus the torch
   peak above what stays allocated), logged as "Total non KV cache memory".
   Weights, non-torch state and persistent buffers are inside "consumed", the
-  activation is the transient peak: the same sum, measured another way.
+  activation is the transient peak: the same sum, measured another way, except
+  that the model runner's buffers allocated after the first snapshot (input
+  embeddings, block tables: about 0.1 GiB) now count; no public log of these
+  releases is bundled, so their band is 0.1 GiB wider.
 - **0.34** (vllm 0.34.0 ``vllm/v1/worker/extensible_kv_cache.py``,
   ``measure_kv_cache_bytes``; ``vllm/config/cache.py``,
   ``CacheConfig.resolved_gpu_memory_utilization``): the extensible KV cache,
@@ -84,8 +95,13 @@ class MemoryProfileRules:
     - ``releases``: the range, as ``0.21-0.26``;
     - ``large_sampler_peak``: the dummy sampler run keeps several float32 logits
       copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
-    - ``tp_non_torch_all_reduce``: with TP > 1 the non-torch term holds the
-      custom all-reduce buffers, not only NCCL's state (from 0.15, as logged);
+    - ``fused_all_reduce``: with TP > 1 on compute capability 9.0 or 10.x the
+      non-torch term holds FlashInfer's fused all-reduce workspace, not only
+      NCCL's state (0.17 on: ``enable_allreduce_rms_fusion``); before 0.21
+      only on 10.0 among the 10.x and only with PP 1
+      (``fused_all_reduce_any_pp``, ``fused_all_reduce_family_100``);
+    - ``larger_single_non_torch``: one GPU's non-torch increase is 0.25 GiB,
+      not 0.13 (0.18 on, as logged);
     - ``cuda_graph_subtracted``: ``profile_cudagraph_memory``'s estimate is
       subtracted (0.21 on: ``determine_available_memory``);
     - ``non_kv_from_consumed``: non-KV memory is ``total_consumed +
@@ -105,7 +121,10 @@ class MemoryProfileRules:
     first: Version
     last: Version
     large_sampler_peak: bool
-    tp_non_torch_all_reduce: bool
+    fused_all_reduce: bool
+    fused_all_reduce_family_100: bool
+    fused_all_reduce_any_pp: bool
+    larger_single_non_torch: bool
     cuda_graph_subtracted: bool
     non_kv_from_consumed: bool
     extensible_kv_cache: bool
@@ -114,6 +133,16 @@ class MemoryProfileRules:
     margin_fraction: float
     unset_gpu_memory_utilization: float
     thin_data_band_gib: float
+
+    def fuses_all_reduce(self, *, tp: int, pp: int, capability: tuple[int, int]) -> bool:
+        """Whether the fused all-reduce workspace is allocated (TP > 1, Hopper or Blackwell)."""
+        if tp <= 1 or not self.fused_all_reduce:
+            return False
+        if pp > 1 and not self.fused_all_reduce_any_pp:
+            return False
+        if capability == (9, 0) or capability == (10, 0):
+            return True
+        return self.fused_all_reduce_family_100 and capability[0] == 10
 
     def margin_floor(self, *, rocm: bool) -> float:
         """``KV_CACHE_MARGIN_FLOOR_BYTES`` in GiB for the platform."""
@@ -125,7 +154,10 @@ V1_0_10: Final = MemoryProfileRules(
     first=(0, 10),
     last=(0, 14),
     large_sampler_peak=True,
-    tp_non_torch_all_reduce=False,
+    fused_all_reduce=False,
+    fused_all_reduce_family_100=False,
+    fused_all_reduce_any_pp=False,
+    larger_single_non_torch=False,
     cuda_graph_subtracted=False,
     non_kv_from_consumed=False,
     extensible_kv_cache=False,
@@ -133,29 +165,43 @@ V1_0_10: Final = MemoryProfileRules(
     margin_floor_gib_rocm=0.0,
     margin_fraction=0.0,
     unset_gpu_memory_utilization=0.9,
-    thin_data_band_gib=0.15,
+    thin_data_band_gib=0.05,
 )
 V1_0_15: Final = replace(
     V1_0_10,
     releases="0.15-0.16",
     first=(0, 15),
     last=(0, 16),
-    tp_non_torch_all_reduce=True,
     thin_data_band_gib=0.0,
 )
 V1_0_17: Final = replace(
-    V1_0_15, releases="0.17-0.20", first=(0, 17), last=(0, 20), large_sampler_peak=False
+    V1_0_15,
+    releases="0.17",
+    first=(0, 17),
+    last=(0, 17),
+    large_sampler_peak=False,
+    fused_all_reduce=True,
+)
+V1_0_18: Final = replace(
+    V1_0_17, releases="0.18-0.20", first=(0, 18), last=(0, 20), larger_single_non_torch=True
 )
 V1_0_21: Final = replace(
-    V1_0_17,
+    V1_0_18,
     releases="0.21-0.26",
     first=(0, 21),
     last=(0, 26),
     cuda_graph_subtracted=True,
     unset_gpu_memory_utilization=0.92,
+    fused_all_reduce_family_100=True,
+    fused_all_reduce_any_pp=True,
 )
 V1_0_27: Final = replace(
-    V1_0_21, releases="0.27-0.33", first=(0, 27), last=(0, 33), non_kv_from_consumed=True
+    V1_0_21,
+    releases="0.27-0.33",
+    first=(0, 27),
+    last=(0, 33),
+    non_kv_from_consumed=True,
+    thin_data_band_gib=0.1,
 )
 V1_0_34: Final = replace(
     V1_0_27,
@@ -173,6 +219,7 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_10,
     V1_0_15,
     V1_0_17,
+    V1_0_18,
     V1_0_21,
     V1_0_27,
     V1_0_34,

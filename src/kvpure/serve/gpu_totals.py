@@ -97,6 +97,29 @@ TOTAL_QUOTES: Final[dict[str, tuple[TotalQuote, ...]]] = {
             "'I've had the same issue even with an H100 NVL 94GB VRAM (RunPod)'",
         ),
     ),
+    "H200": (
+        _q(
+            "H200",
+            _GH + "sungwon-chae/arxiv_confi/blob/main/etu_logging.md",
+            "CUDA out of memory. Tried to allocate 112.00 MiB. GPU 0 has a total capacity of "
+            "139.81 GiB of which 24.12 MiB is free.",
+            "139.81 GiB",
+            150_119_844_413,
+            "'GPU 0: NVIDIA H200 (139.8 GB)' (the script's device list above the error)",
+        ),
+    ),
+    "RTX-PRO-6000": (
+        _q(
+            "RTX-PRO-6000",
+            _GH + "antirez/ds4/issues/431",
+            "ds4: CUDA q8 fp16 cache budget exhausted; using q8 kernels (request=16.00 MiB "
+            "cached=10.29 GiB free=3.12 GiB reserve=4.75 GiB total=94.97 GiB)",
+            "94.97 GiB",
+            101_973_261_025,
+            "title: 'no longer works on 96GB RTX Pro 6000 Blackwell with default options' "
+            "(the CUDA runtime's total, cudaMemGetInfo, as torch reads it)",
+        ),
+    ),
     "A100-80GB": (
         _q(
             "A100-80GB",

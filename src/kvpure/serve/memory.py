@@ -188,6 +188,8 @@ def worker_memory(
         quantization=quantization,
         vllm_version=vllm_version,
         enforce_eager=enforce_eager,
+        rocm=gpu.is_rocm,
+        gpu_capability=gpu.compute_capability,
     )
     budgets = estimate_memory_budget(
         config, settings, Parallelism(tp=tp, pp=pp, ep=ep), tensors=tensors

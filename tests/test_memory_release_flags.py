@@ -1,0 +1,203 @@
+"""``--vllm`` for any V1 release's memory profile, and the non-torch term per release and GPU.
+
+Expected values come from vLLM's sources and logs: vllm 0.11.0
+``vllm/v1/worker/gpu_worker.py`` (no CUDA-graph term; ``gpu_memory_utilization``
+0.9 in ``vllm/config/cache.py``), vllm 0.21.0 and 0.27.0 ``gpu_worker.py`` (the
+CUDA-graph estimate subtracted; 0.92 unset), vllm 0.15.0-0.34.0
+``vllm/config/vllm.py`` (``enable_allreduce_rms_fusion``), and the bundled H100
+logs (tests/data/memory_logs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvpure.cli import main
+from kvpure.cli.memory_release import planning_release, split_release_options
+from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
+from kvpure.memory_profile.estimate import (
+    COEFFICIENTS,
+    NCCL_UNLOGGED_BAND_GIB,
+    non_torch_band_gib,
+    non_torch_gib,
+)
+from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules
+from kvpure.memory_profile.sharding import Parallelism
+from kvpure.models.config import parse_model_config
+
+GIB = 1 << 30
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA = ROOT / "examples" / "llama3_8b.json"
+
+
+def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["plan", str(LLAMA), *argv, "--json"]) == 0
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("vllm", "planned", "profile"),
+    [
+        ("0.10.1", "0.26", "0.10-0.14"),
+        ("0.11", "0.26", "0.10-0.14"),
+        ("v0.16.0", "0.26", "0.15-0.16"),
+        ("0.17", "0.26", "0.17"),
+        ("0.19.0", "0.26", "0.18-0.20"),
+        ("0.22", "0.26", "0.21-0.26"),
+        ("0.27.1", "0.33", "0.27-0.33"),
+        ("0.31", "0.33", "0.27-0.33"),
+        ("0.34", "0.34", "0.34"),
+    ],
+)
+def test_vllm_names_any_v1_release_for_the_memory_profile(
+    vllm: str, planned: str, profile: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _plan(["--gpu", "H100-80GB", "--vllm", vllm], capsys)
+    memory = data["memory"][0]
+    assert data["vllm_version"] == planned
+    assert memory["memory_profile"] == profile
+    same = _plan(["--gpu", "H100-80GB", "--memory-profile-version", vllm], capsys)
+    assert same["memory"][0]["kv_cache_bytes"] == memory["kv_cache_bytes"]
+
+
+def test_0_11_is_the_older_formula_not_0_26s(capsys: pytest.CaptureFixture[str]) -> None:
+    old = _plan(["--gpu", "H100-80GB", "--vllm", "0.11"], capsys)["memory"][0]
+    new = _plan(["--gpu", "H100-80GB", "--vllm", "0.26"], capsys)["memory"][0]
+    assert old["gpu_memory_utilization"] == 0.9  # 0.11's unset value
+    assert new["gpu_memory_utilization"] == 0.92
+    assert old["cuda_graph_subtracted"] is False
+    assert new["cuda_graph_subtracted"] is True
+    assert old["activation_bytes"] > new["activation_bytes"]  # the larger sampler peak
+
+
+@pytest.mark.parametrize("vllm", ["0.9.2", "0.8", "v0.6.3"])
+def test_v0_is_refused_in_one_line(vllm: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(LLAMA), "--gpu", "H100", "--vllm", vllm]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kvpure: error: --vllm")
+    assert "V0 engine" in err
+    assert "\n" not in err
+
+
+@pytest.mark.parametrize("vllm", ["0.40", "abc", "1.2"])
+def test_unknown_names_keep_the_known_list(vllm: str) -> None:
+    with pytest.raises(InvalidFieldError) as err:
+        split_release_options({"vllm": vllm})
+    assert "known: 0.26, 0.33, 0.34" in str(err.value)
+    with pytest.raises(V0EngineError):
+        split_release_options({"vllm": "0.9"})
+
+
+def test_reproduced_releases_and_an_explicit_profile_are_kept() -> None:
+    assert split_release_options({"vllm": "0.33.0"}) == {"vllm": "0.33.0"}
+    assert split_release_options({}) == {}
+    kept = split_release_options({"vllm": "0.19", "memory_profile_version": "0.16"})
+    assert kept == {"vllm": "0.26", "memory_profile_version": "0.16"}
+    assert planning_release((0, 10)) == "0.26"
+    assert planning_release((0, 27)) == "0.33"
+
+
+@pytest.mark.parametrize(
+    ("version", "tp", "pp", "capability", "fused"),
+    [
+        ("0.16.0", 2, 1, (9, 0), False),  # 0.16.0 config/vllm.py: fuse_allreduce_rms False
+        ("0.17.0", 2, 1, (9, 0), True),  # 0.17.0 OPTIMIZATION_LEVEL_02: on for 9.0 / 10.0
+        ("0.17.0", 2, 2, (9, 0), False),  # ... and PP 1 only
+        ("0.19.0", 2, 1, (10, 3), False),
+        ("0.21.0", 2, 1, (10, 3), True),  # 0.21.0: is_device_capability_family(100)
+        ("0.21.0", 2, 2, (9, 0), True),
+        ("0.26", 4, 1, (8, 0), False),  # A100
+        ("0.26", 2, 1, (8, 9), False),  # L40S, RTX 4090
+        ("0.26", 2, 1, (12, 0), False),  # RTX 5090, RTX PRO 6000
+        ("0.26", 1, 1, (9, 0), False),
+    ],
+)
+def test_the_fused_all_reduce_follows_each_releases_rule(
+    version: str, tp: int, pp: int, capability: tuple[int, int], fused: bool
+) -> None:
+    rules = memory_profile_rules(version)
+    assert rules.fuses_all_reduce(tp=tp, pp=pp, capability=capability) is fused
+    got = non_torch_gib(COEFFICIENTS, tp=tp, pp=pp, rules=rules, capability=capability)
+    if tp > 1:
+        expected = (
+            COEFFICIENTS.non_torch_tensor_parallel
+            if fused
+            else COEFFICIENTS.non_torch_tensor_parallel_nccl_only
+        )
+        assert got == expected
+
+
+def test_one_gpus_non_torch_grows_in_0_18() -> None:
+    # The campaign's Qwen3-14B runs: 0.13 GiB on 0.15-0.17, 0.25 on 0.18.
+    for version, expected in (("0.11", 0.13), ("0.17.0", 0.13), ("0.18.0", 0.25)):
+        rules = memory_profile_rules(version)
+        assert non_torch_gib(COEFFICIENTS, tp=1, pp=1, rules=rules) == expected
+
+
+def test_unlogged_interconnects_widen_the_tp_band() -> None:
+    rules = memory_profile_rules("0.26")
+    hopper = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, capability=(9, 0))
+    pcie = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, capability=(8, 9))
+    assert pcie - hopper == pytest.approx(NCCL_UNLOGGED_BAND_GIB)
+    assert non_torch_band_gib(COEFFICIENTS, tp=1, rules=rules, capability=(8, 9)) == hopper
+
+
+def test_the_cli_charges_nccl_alone_off_hopper(capsys: pytest.CaptureFixture[str]) -> None:
+    def non_torch(gpu: str) -> int:
+        argv = ["--gpu", gpu, "--tensor-parallel-size", "2", "--vllm", "0.26"]
+        return int(_plan(argv, capsys)["memory"][0]["non_torch_bytes"])
+
+    assert non_torch("H100-80GB") == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
+    assert non_torch("H200") == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
+    assert non_torch("A100-80GB") == round(COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB)
+    assert non_torch("L40S") == round(COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB)
+
+
+def test_serve_settings_take_the_gpu_capability() -> None:
+    config = parse_model_config(json.loads(LLAMA.read_text()))
+    pcie = ServeSettings(total_gpu_bytes=80 * GIB, vllm_version="0.19", gpu_capability=(8, 9))
+    hopper = ServeSettings(total_gpu_bytes=80 * GIB, vllm_version="0.19")
+    (a, _) = estimate_memory_budget(config, pcie, Parallelism(tp=2))
+    (b, _) = estimate_memory_budget(config, hopper, Parallelism(tp=2))
+    assert a.non_torch_bytes < b.non_torch_bytes
+    assert a.non_torch.error_bytes > b.non_torch.error_bytes
+
+
+def test_mxfp4_experts_keep_no_fused_moe_caches() -> None:
+    # gpt-oss logs its sampler's peak alone: 7.38 GiB on vLLM 0.11 (llm-d-benchmark),
+    # 2.87 GiB at TP 2 on 0.19 (llm-d-planner); bf16 MoE models add the caches.
+    from kvpure.memory_profile.estimate import activation_gib, moe_workspace_gib
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    shape = ModelShape(
+        vocab_size=201088,
+        hidden_size=2880,
+        intermediate_size=2880,
+        num_hidden_layers=24,
+        num_experts=32,
+        num_experts_per_tok=4,
+        moe_intermediate_size=2880,
+    )
+    rules = memory_profile_rules("0.11.0")
+
+    def peak(quantization: str) -> float:
+        return activation_gib(
+            COEFFICIENTS,
+            shape,
+            max_num_batched_tokens=8192,
+            max_num_seqs=1024,
+            tp=1,
+            last_stage=True,
+            rules=rules,
+            quantization=quantization,
+        )
+
+    assert abs(peak("mxfp4") - 7.38) <= COEFFICIENTS.activation_band
+    caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
+    assert peak("none") - peak("mxfp4") == pytest.approx(caches)
