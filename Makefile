@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 # The optional C accelerator of prompt hashing, built in place (optional: without a
 # compiler or OpenSSL's headers kvpure hashes in pure Python).
 EXT_STAMP := src/kvpure/hashing/.chain-built
-$(EXT_STAMP): $(DEMO_STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) setup.py
+$(EXT_STAMP): $(DEMO_STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) $(wildcard src/kvpure/events/csrc/*) setup.py
 	-$(PY) setup.py -q build_ext --inplace
 	touch $(EXT_STAMP)
 
