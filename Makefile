@@ -42,8 +42,8 @@ typecheck: $(STAMP) $(EXT_STAMP)
 
 unit: $(STAMP) $(EXT_STAMP)
 	$(VENV)/bin/pytest
-	# the pure-Python hashing path again, the extension switched off
-	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py
+	# the pure-Python hashing and event-decoding paths again, the extensions switched off
+	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py tests/test_events_wire.py tests/test_events_malformed.py tests/test_events_roundtrip.py tests/test_events_accel.py tests/test_free_queue.py tests/test_free_queue_edges.py
 
 test: lint typecheck unit
 

@@ -7,12 +7,13 @@ and :mod:`kvpure.events.wire` decodes with msgspec, which stays the reference an
 the typed errors. So the reader changes speed, never a result: the tests decode every
 golden and every mutated payload both ways and compare.
 
-:func:`set_accelerated` switches it off for the process (the CLI does under
-``KVPURE_NO_EXTENSION=1``); :func:`accelerated` says whether it is in use.
+:func:`set_accelerated` switches it off for the process (so does
+``KVPURE_NO_EXTENSION=1``, read at import); :func:`accelerated` says whether it is in use.
 """
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Callable
 from types import ModuleType
@@ -25,7 +26,7 @@ from kvpure.events.types import (
     KVEventBatch,
 )
 
-__all__ = ["accelerated", "reader", "set_accelerated"]
+__all__ = ["accelerated", "built", "reader", "set_accelerated"]
 
 # The field kinds the C reader knows (the K_* numbers of csrc/event_decode.c).
 _KINDS: Final[dict[object, int]] = {
@@ -73,7 +74,13 @@ def _load() -> ModuleType | None:
 
 
 _BUILT: Final = _load()
-_reader: ModuleType | None = _BUILT
+# ``KVPURE_NO_EXTENSION=1`` (read once, at import) runs the pure path, as for hashing.
+_reader: ModuleType | None = None if os.environ.get("KVPURE_NO_EXTENSION") == "1" else _BUILT
+
+
+def built() -> bool:
+    """Whether the C reader is built and configured (whether or not it is switched on)."""
+    return _BUILT is not None
 
 
 def accelerated() -> bool:
@@ -95,4 +102,3 @@ def reader() -> Callable[[bytes], KVEventBatch | None] | None:
         return None
     decode: Callable[[bytes], KVEventBatch | None] = _reader.decode
     return decode
-
