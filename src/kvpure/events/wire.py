@@ -260,8 +260,7 @@ GC_PAUSE_BYTES = 1 << 16
 
 
 def _decode_whole(payload: Payload) -> KVEventBatch:
-    """``_DECODER.decode(payload)`` (first the C reader of :mod:`kvpure.events.accel`,
-    where built); for a large payload with the collector paused.
+    """:func:`_decode_now`; for a large payload with the collector paused.
 
     Decoding allocates many new containers (a tuple per block list, a struct per
     event), and every 700 of them CPython runs a collection, which can free
@@ -269,19 +268,24 @@ def _decode_whole(payload: Payload) -> KVEventBatch:
     a cycle. Pausing it (as ``timeit`` does) saves that work; it is turned back on
     at once, only if it was on, so a thread that turned it off keeps it off.
     """
-    read = accel.reader()
-    if read is not None and type(payload) is bytes:
-        batch = read(payload)  # the C reader, or None where it leaves the payload to msgspec
-        if batch is not None:
-            return batch
     if len(payload) < GC_PAUSE_BYTES or not gc.isenabled():
-        result: KVEventBatch = _DECODER.decode(payload)
-        return result
+        return _decode_now(payload)
     gc.disable()
     try:
-        result = _DECODER.decode(payload)
+        return _decode_now(payload)
     finally:
         gc.enable()
+
+
+def _decode_now(payload: Payload) -> KVEventBatch:
+    """The C reader of :mod:`kvpure.events.accel` where built and where it handles the
+    payload, else ``_DECODER.decode(payload)`` (the reference)."""
+    read = accel.reader()
+    if read is not None and type(payload) is bytes:
+        batch = read(payload)
+        if batch is not None:
+            return batch
+    result: KVEventBatch = _DECODER.decode(payload)
     return result
 
 
