@@ -49,6 +49,7 @@ from typing import Any
 
 import msgspec
 
+import kvpure.events.accel as accel
 from kvpure.events import (
     VLLM_0_26_EVENTS,
     VLLM_0_33_EVENTS,
@@ -109,15 +110,15 @@ class BaselineKVEventBatch(BaselineEventBatch):
 BASELINE_DECODER = msgspec.msgpack.Decoder(BaselineKVEventBatch)
 
 
-def vllm_classes(sources: Path) -> ModuleType | None:
-    """vLLM 0.34.0's own event classes (``class EventBatch`` up to the aggregator of
+def vllm_classes(sources: Path, version: str = "0.34.0") -> ModuleType | None:
+    """vLLM ``version``'s own event classes (``class EventBatch`` up to the aggregator of
     ``vllm/distributed/kv_events.py``), or None when the source is not there."""
-    path = sources / "0.34.0" / "vllm" / "distributed" / "kv_events.py"
+    path = sources / version / "vllm" / "distributed" / "kv_events.py"
     if not path.is_file():
         return None
     text = path.read_text()
     code = text[text.index("class EventBatch(") : text.index("class KVEventAggregator")]
-    module = ModuleType("vllm_0_34_kv_events")
+    module = ModuleType(f"vllm_{version.replace('.', '_')}_kv_events")
     module.__dict__.update(msgspec=msgspec, Any=typing.Any, ExternalBlockHash=bytes | int)
     sys.modules[module.__name__] = module  # msgspec resolves the annotations through it
     exec(compile(code, str(path), "exec"), module.__dict__)  # vLLM's own source
@@ -212,27 +213,46 @@ PAYLOADS = (
 )
 
 
-def one_run(decoder: Any, repeat: int, *, extras: bool) -> dict[str, float]:
+def _decode_pure(payload: bytes) -> object:
+    """kvpure's decoding with its C reader switched off (msgspec into kvpure's structs)."""
+    accel.set_accelerated(False)
+    try:
+        return decode_batch(payload)
+    finally:
+        accel.set_accelerated(True)
+
+
+def one_run(baselines: list[tuple[str, Any]], repeat: int, *, extras: bool) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for kind, options in PAYLOADS:
         payload = make_payload(**options)
         ours = decode_batch(payload)
-        theirs = decoder.decode(payload)
-        if [list(getattr(e, "block_hashes", ())) for e in ours.events] != [
-            list(getattr(e, "block_hashes", [])) for e in theirs.events
-        ] or encode_batch(ours, profile=VLLM_0_33_EVENTS) != payload:
-            raise SystemExit("kvpure and the baseline decode different events")
-        label = f"decode ({kind}, {len(payload) / 1e6:.2f} MB)"
-        ratios[kind] = side_by_side(
-            label, partial(decode_batch, payload), partial(decoder.decode, payload), repeat
-        )
-        ratios[f"{kind}, gc on"] = side_by_side(
-            "  the same, garbage collector on",
-            partial(decode_batch, payload),
-            partial(decoder.decode, payload),
-            repeat,
-            gc_on=True,
-        )
+        if encode_batch(ours, profile=VLLM_0_33_EVENTS) != payload or _decode_pure(payload) != ours:
+            raise SystemExit("kvpure's two paths decode different events")
+        for name, decoder in baselines:
+            if options.get("lookahead") and name == "0.26":
+                continue  # 0.26's structs have no lookahead field (they would skip it)
+            theirs = decoder.decode(payload)
+            if [list(getattr(e, "block_hashes", ())) for e in ours.events] != [
+                list(getattr(e, "block_hashes", [])) for e in theirs.events
+            ]:
+                raise SystemExit("kvpure and the baseline decode different events")
+            label = f"decode ({kind}, {len(payload) / 1e6:.2f} MB) vs {name}"
+            for gc_on in (False, True):
+                suffix = ", gc on" if gc_on else ""
+                ratios[f"{kind}{suffix} vs {name}"] = side_by_side(
+                    label if not gc_on else "  the same, garbage collector on",
+                    partial(decode_batch, payload),
+                    partial(decoder.decode, payload),
+                    repeat,
+                    gc_on=gc_on,
+                )
+            ratios[f"{kind}, C reader off vs {name}"] = side_by_side(
+                "  the same, kvpure's C reader off (msgspec)",
+                partial(_decode_pure, payload),
+                partial(decoder.decode, payload),
+                repeat,
+            )
         if extras:
             for profile in (VLLM_0_33_EVENTS, VLLM_0_26_EVENTS):
                 if options.get("lookahead") and profile is VLLM_0_26_EVENTS:
@@ -250,27 +270,30 @@ def main(argv: list[str]) -> int:
     repeat = 3 if "--quick" in argv else 20
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 1
     sources = Path(argv[argv.index("--vllm-sources") + 1]) if "--vllm-sources" in argv else None
-    real = vllm_classes(sources or Path("/work/vllm"))
-    if real is not None:
-        decoder = msgspec.msgpack.Decoder(real.KVEventBatch)
-        baseline = "vLLM 0.34.0's own structs (vllm/distributed/kv_events.py)"
-    else:
-        decoder = BASELINE_DECODER
-        baseline = "the copy of vLLM's structs in this file (no vLLM source found)"
+    baselines: list[tuple[str, Any]] = []
+    for version in ("0.26.0", "0.34.0"):
+        real = vllm_classes(sources or Path("/work/vllm"), version)
+        if real is not None:
+            name = version.rsplit(".", 1)[0]
+            baselines.append((name, msgspec.msgpack.Decoder(real.KVEventBatch)))
+            print(f"baseline {name}: vLLM {version}'s own structs (vllm/distributed/kv_events.py)")
+    if not baselines:
+        baselines.append(("copy", BASELINE_DECODER))
+        print("baseline copy: the copy of vLLM's structs in this file (no vLLM source found)")
     print(
         f"{NUM_EVENTS} BlockStored x {HASHES_PER_EVENT} hashes "
         f"({HASHES_PER_EVENT * BLOCK_SIZE} token ids each), msgspec {msgspec.__version__}; "
-        f"baseline: {baseline}"
+        f"kvpure's C reader: {'built' if accel.built() else 'not built'}"
     )
     every: dict[str, list[float]] = {}
     for run in range(runs):
         if runs > 1:
             print(f"-- run {run + 1} of {runs}")
-        for kind, ratio in one_run(decoder, repeat, extras=run == 0).items():
+        for kind, ratio in one_run(baselines, repeat, extras=run == 0).items():
             every.setdefault(kind, []).append(ratio)
     print("kvpure/baseline per payload (range over runs; target <= 1.00):")
     for kind, ratios in every.items():
-        print(f"  {kind:<36} {min(ratios):.2f} .. {max(ratios):.2f}")
+        print(f"  {kind:<48} {min(ratios):.2f} .. {max(ratios):.2f}")
     return 0
 
 

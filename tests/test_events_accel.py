@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import kvpure.events.accel as accel
 from kvpure.events import (
     VLLM_0_26_EVENTS,
     VLLM_0_33_EVENTS,
@@ -26,7 +27,6 @@ from kvpure.events import (
     ExtraKey,
     KVEventBatch,
     KVEventDecodeError,
-    accel,
     decode_and_detect,
     decode_batch,
     decode_report,
