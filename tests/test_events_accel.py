@@ -286,7 +286,7 @@ def test_memoryview_and_bytearray_go_to_msgspec() -> None:
     assert read(bytearray(payload)) is None  # type: ignore[arg-type]  # the point of the test
 
 
-def test_shared_ints_are_plain_ints() -> None:
+def test_ints_of_every_width_are_plain_ints() -> None:
     payload = _E([1.5, [{**STORED, "token_ids": [300, 300, 2**18 - 1, 2**18]}], 0])
     first = decode_batch(payload).events[0]
     again = decode_batch(payload).events[0]

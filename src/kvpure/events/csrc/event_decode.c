@@ -212,38 +212,6 @@ read_str_span(Reader *r, const char **start, Py_ssize_t *len)
     return 0;
 }
 
-/* Ints below INT_CACHE_SIZE (token ids: vocabularies are smaller) are made once and
- * shared, as CPython shares those below 257: a payload holds a token id per token, and
- * making each anew is most of the time msgspec spends. The cache holds at most
- * INT_CACHE_SIZE ints (about 9 MiB when full; filled only with ids actually seen) and
- * lives as long as the process. */
-#define INT_CACHE_SIZE (1 << 18)
-static PyObject **int_cache = NULL;
-
-static PyObject *
-cached_int(uint32_t value)
-{
-    if (value >= INT_CACHE_SIZE) {
-        return PyLong_FromUnsignedLong(value);
-    }
-    if (int_cache == NULL) {
-        int_cache = PyMem_Calloc(INT_CACHE_SIZE, sizeof(PyObject *));
-        if (int_cache == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-    }
-    PyObject *found = int_cache[value];
-    if (found == NULL) {
-        found = PyLong_FromUnsignedLong(value);
-        if (found == NULL) {
-            return NULL;
-        }
-        int_cache[value] = found; /* the cache's own reference */
-    }
-    return Py_NewRef(found);
-}
-
 /* An int of any MessagePack width, as msgspec reads it into an `int` field. */
 static int
 read_int(Reader *r, PyObject **out)
@@ -270,12 +238,12 @@ read_int(Reader *r, PyObject **out)
     case 0xCD:
         if (need(r, 3) < 0) return -1;
         r->p += 3;
-        *out = cached_int(be16(p + 1));
+        *out = PyLong_FromLong(be16(p + 1));
         break;
     case 0xCE:
         if (need(r, 5) < 0) return -1;
         r->p += 5;
-        *out = cached_int(be32(p + 1));
+        *out = PyLong_FromLongLong(be32(p + 1));
         break;
     case 0xCF:
         if (need(r, 9) < 0) return -1;
