@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) -e '.[dev,gpu]'
 	touch $(STAMP) $(DEMO_STAMP)
 
-# The optional C accelerator of prompt hashing, built in place (optional: without a
-# compiler or OpenSSL's headers kvpure hashes in pure Python).
+# The optional C accelerators (prompt hashing, the free queue's batches, event decoding),
+# built in place (optional: without a compiler or OpenSSL's headers kvpure runs its
+# pure-Python paths).
 EXT_STAMP := src/kvpure/hashing/.chain-built
 $(EXT_STAMP): $(DEMO_STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) $(wildcard src/kvpure/events/csrc/*) setup.py
 	-$(PY) setup.py -q build_ext --inplace
@@ -57,4 +58,4 @@ mutation: $(STAMP)
 	nice $(PY) tools/mutation/run.py $(MODULES)
 
 clean:
-	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis .mutation
+	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so src/kvpure/*.so src/kvpure/events/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis .mutation
