@@ -7,16 +7,16 @@ set; once with 64-bit int hashes (vLLM's default), once with 32-byte digests,
 once from a lookahead server (L = 1: ``lookahead_token_ids`` one list per hash,
 a cache salt on the first block).
 
-BASELINE: ``msgspec.msgpack.Decoder(KVEventBatch)`` over vLLM's own struct
-classes, executed from ``vllm/distributed/kv_events.py`` of the unpacked vLLM
-0.34.0 wheel (``--vllm-sources DIR``, default ``/work/vllm``); where it is
-absent, the copy below, declared as vLLM declares them (lists, ``Any`` extra
-keys, ``lookahead_token_ids: list[list[int]]``). The line says which ran.
+BASELINE: ``msgspec.msgpack.Decoder(KVEventBatch)`` over vLLM's own struct classes,
+executed from ``vllm/distributed/kv_events.py`` of the unpacked vLLM 0.26.0 and 0.34.0
+wheels (``--vllm-sources DIR``, default ``/work/vllm``; 0.26 has no lookahead field, so
+the lookahead payload runs against 0.34 only); where neither is present, the copy
+below, declared as vLLM declares them (lists, ``Any`` extra keys,
+``lookahead_token_ids: list[list[int]]``). The lines say which ran.
 
-kvpure: ``kvpure.events.decode_batch``: straight into frozen structs (tuples,
-extra keys as hashable ``ExtraKey`` tuples) in one msgspec call; with msgspec
->= 0.23 a tuple decodes as fast as a list, and kvpure's strict fast path
-refuses nothing a vLLM server writes, so nothing is decoded twice. Also
+kvpure: ``kvpure.events.decode_batch``: its C reader (``kvpure.events._decode``, where
+built) reads the payload straight into kvpure's frozen structs; each line is repeated
+with the reader switched off (msgspec into kvpure's structs, the reference path). Also
 shown, without a baseline: re-encoding per version and ``decode_and_detect``.
 
 Each line prints kvpure's time, the baseline's and kvpure/baseline (<= 1.0:
@@ -25,10 +25,9 @@ two decoders taking turns; the garbage collector off in timed sections (as
 ``timeit`` does), and once more with it on. ``--runs N`` repeats everything and
 prints the range of each ratio (shared machines are noisy).
 
-Measured (docs/events.md, "Speed"; 3 runs): collector off 0.98-1.02 (int
-hashes), 0.93-1.04 (bytes), 1.03-1.10 (lookahead, salted); collector on
-0.74-0.86, 0.67-0.72, 0.56-0.60. Before this version: 0.94-1.11 (int and bytes
-hashes, collector off, the copy of vLLM's structs as baseline).
+Measured (docs/events.md, "Speed"; 2 runs, load average 9 to 11), collector off,
+vs 0.26 / 0.34: 0.91-0.92 / 0.84-0.89 (int hashes), 0.79-0.92 / 0.86-0.99 (bytes),
+- / 0.84 (lookahead); collector on 0.59-0.77; the reader off 1.07-1.33.
 
 Run: ``python bench/bench_events.py`` (``--quick`` for fewer repetitions,
 ``--runs 3``).
