@@ -1,10 +1,11 @@
 """KV event batches from and to the exact bytes vLLM publishes.
 
 The payload (the third frame of vLLM's PUB message) is
-``msgspec.msgpack.Encoder().encode(KVEventBatch)``. kvpure decodes it with
-msgspec into its frozen event values (as fast as decoding into vLLM's own
-structs, see ``bench/bench_events.py``) and encodes them back to the same
-bytes, per vLLM version:
+``msgspec.msgpack.Encoder().encode(KVEventBatch)``. kvpure decodes it into its
+frozen event values, with its C reader where built (:mod:`kvpure.events.accel`,
+faster than msgspec into vLLM's own structs, see ``bench/bench_events.py``) and
+with msgspec, the reference, for whatever the reader leaves to it; and encodes
+them back to the same bytes, per vLLM version:
 
 - :func:`decode_batch`: bytes to a :class:`KVEventBatch`; :func:`decode_report`
   also names the fields it left out. As in vLLM's decoder, a key no event
