@@ -46,7 +46,11 @@ setup(
         ),
         Extension(
             "kvpure.events._decode",
-            sources=["src/kvpure/events/csrc/event_decode.c"],
+            sources=[
+                "src/kvpure/events/csrc/event_decode.c",
+                "src/kvpure/events/csrc/msgpack_read.c",
+            ],
+            depends=["src/kvpure/events/csrc/msgpack_read.h"],
             extra_compile_args=[
                 "-O2",
                 "-std=c11",
