@@ -20,10 +20,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) -e '.[dev,gpu]'
 	touch $(STAMP) $(DEMO_STAMP)
 
-# The optional C accelerator of prompt hashing, built in place (optional: without a
-# compiler or OpenSSL's headers kvpure hashes in pure Python).
+# The optional C accelerators (prompt hashing, the free queue's batches, event decoding),
+# built in place (optional: without a compiler or OpenSSL's headers kvpure runs its
+# pure-Python paths).
 EXT_STAMP := src/kvpure/hashing/.chain-built
-$(EXT_STAMP): $(DEMO_STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) setup.py
+$(EXT_STAMP): $(DEMO_STAMP) $(wildcard src/kvpure/hashing/csrc/*) $(wildcard src/kvpure/csrc/*) $(wildcard src/kvpure/events/csrc/*) setup.py
 	-$(PY) setup.py -q build_ext --inplace
 	touch $(EXT_STAMP)
 
@@ -42,8 +43,8 @@ typecheck: $(STAMP) $(EXT_STAMP)
 
 unit: $(STAMP) $(EXT_STAMP)
 	$(VENV)/bin/pytest
-	# the pure-Python hashing path again, the extension switched off
-	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py
+	# the pure-Python hashing and event-decoding paths again, the extensions switched off
+	KVPURE_TEST_NO_EXTENSION=1 $(VENV)/bin/pytest -p no:randomly tests/test_hash_golden.py tests/test_hash_properties.py tests/test_hash_fast_prompt.py tests/test_hash_accel.py tests/test_hash_accel_decode.py tests/test_hash_request_state.py tests/test_events_wire.py tests/test_events_malformed.py tests/test_events_roundtrip.py tests/test_events_accel.py tests/test_free_queue.py tests/test_free_queue_edges.py
 
 test: lint typecheck unit
 
@@ -57,4 +58,4 @@ mutation: $(STAMP)
 	nice $(PY) tools/mutation/run.py $(MODULES)
 
 clean:
-	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis .mutation
+	rm -rf $(VENV) $(EXT_STAMP) src/kvpure/hashing/*.so src/kvpure/*.so src/kvpure/events/*.so build .mypy_cache .pytest_cache .ruff_cache .hypothesis .mutation

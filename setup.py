@@ -1,5 +1,6 @@
 """The optional C accelerators of kvpure's prompt hashing and of the free block queue's batch
-operations (``kvpure._queue_links``; metadata lives in pyproject.toml).
+operations (``kvpure._queue_links``) and of KV event decoding (``kvpure.events._decode``);
+metadata lives in pyproject.toml.
 
 ``kvpure.hashing._chain`` is built where a C compiler, the Python headers and OpenSSL's
 headers (libssl-dev) are present; ``optional=True`` lets the install go on without it, and
@@ -33,6 +34,23 @@ setup(
         Extension(
             "kvpure._queue_links",
             sources=["src/kvpure/csrc/queue_links.c"],
+            extra_compile_args=[
+                "-O2",
+                "-std=c11",
+                "-fvisibility=hidden",
+                "-Wall",
+                "-Wextra",
+                "-Wno-unused-parameter",
+            ],
+            optional=True,
+        ),
+        Extension(
+            "kvpure.events._decode",
+            sources=[
+                "src/kvpure/events/csrc/event_decode.c",
+                "src/kvpure/events/csrc/msgpack_read.c",
+            ],
+            depends=["src/kvpure/events/csrc/msgpack_read.h"],
             extra_compile_args=[
                 "-O2",
                 "-std=c11",

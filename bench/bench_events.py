@@ -7,16 +7,16 @@ set; once with 64-bit int hashes (vLLM's default), once with 32-byte digests,
 once from a lookahead server (L = 1: ``lookahead_token_ids`` one list per hash,
 a cache salt on the first block).
 
-BASELINE: ``msgspec.msgpack.Decoder(KVEventBatch)`` over vLLM's own struct
-classes, executed from ``vllm/distributed/kv_events.py`` of the unpacked vLLM
-0.34.0 wheel (``--vllm-sources DIR``, default ``/work/vllm``); where it is
-absent, the copy below, declared as vLLM declares them (lists, ``Any`` extra
-keys, ``lookahead_token_ids: list[list[int]]``). The line says which ran.
+BASELINE: ``msgspec.msgpack.Decoder(KVEventBatch)`` over vLLM's own struct classes,
+executed from ``vllm/distributed/kv_events.py`` of the unpacked vLLM 0.26.0 and 0.34.0
+wheels (``--vllm-sources DIR``, default ``/work/vllm``; 0.26 has no lookahead field, so
+the lookahead payload runs against 0.34 only); where neither is present, the copy
+below, declared as vLLM declares them (lists, ``Any`` extra keys,
+``lookahead_token_ids: list[list[int]]``). The lines say which ran.
 
-kvpure: ``kvpure.events.decode_batch``: straight into frozen structs (tuples,
-extra keys as hashable ``ExtraKey`` tuples) in one msgspec call; with msgspec
->= 0.23 a tuple decodes as fast as a list, and kvpure's strict fast path
-refuses nothing a vLLM server writes, so nothing is decoded twice. Also
+kvpure: ``kvpure.events.decode_batch``: its C reader (``kvpure.events._decode``, where
+built) reads the payload straight into kvpure's frozen structs; each line is repeated
+with the reader switched off (msgspec into kvpure's structs, the reference path). Also
 shown, without a baseline: re-encoding per version and ``decode_and_detect``.
 
 Each line prints kvpure's time, the baseline's and kvpure/baseline (<= 1.0:
@@ -25,10 +25,9 @@ two decoders taking turns; the garbage collector off in timed sections (as
 ``timeit`` does), and once more with it on. ``--runs N`` repeats everything and
 prints the range of each ratio (shared machines are noisy).
 
-Measured (docs/events.md, "Speed"; 3 runs): collector off 0.98-1.02 (int
-hashes), 0.93-1.04 (bytes), 1.03-1.10 (lookahead, salted); collector on
-0.74-0.86, 0.67-0.72, 0.56-0.60. Before this version: 0.94-1.11 (int and bytes
-hashes, collector off, the copy of vLLM's structs as baseline).
+Measured (docs/events.md, "Speed"; 2 runs, load average 9 to 11), collector off,
+vs 0.26 / 0.34: 0.91-0.92 / 0.84-0.89 (int hashes), 0.79-0.92 / 0.86-0.99 (bytes),
+- / 0.84 (lookahead); collector on 0.59-0.77; the reader off 1.07-1.33.
 
 Run: ``python bench/bench_events.py`` (``--quick`` for fewer repetitions,
 ``--runs 3``).
@@ -49,6 +48,7 @@ from typing import Any
 
 import msgspec
 
+import kvpure.events.accel as accel
 from kvpure.events import (
     VLLM_0_26_EVENTS,
     VLLM_0_33_EVENTS,
@@ -109,15 +109,15 @@ class BaselineKVEventBatch(BaselineEventBatch):
 BASELINE_DECODER = msgspec.msgpack.Decoder(BaselineKVEventBatch)
 
 
-def vllm_classes(sources: Path) -> ModuleType | None:
-    """vLLM 0.34.0's own event classes (``class EventBatch`` up to the aggregator of
+def vllm_classes(sources: Path, version: str = "0.34.0") -> ModuleType | None:
+    """vLLM ``version``'s own event classes (``class EventBatch`` up to the aggregator of
     ``vllm/distributed/kv_events.py``), or None when the source is not there."""
-    path = sources / "0.34.0" / "vllm" / "distributed" / "kv_events.py"
+    path = sources / version / "vllm" / "distributed" / "kv_events.py"
     if not path.is_file():
         return None
     text = path.read_text()
     code = text[text.index("class EventBatch(") : text.index("class KVEventAggregator")]
-    module = ModuleType("vllm_0_34_kv_events")
+    module = ModuleType(f"vllm_{version.replace('.', '_')}_kv_events")
     module.__dict__.update(msgspec=msgspec, Any=typing.Any, ExternalBlockHash=bytes | int)
     sys.modules[module.__name__] = module  # msgspec resolves the annotations through it
     exec(compile(code, str(path), "exec"), module.__dict__)  # vLLM's own source
@@ -212,27 +212,46 @@ PAYLOADS = (
 )
 
 
-def one_run(decoder: Any, repeat: int, *, extras: bool) -> dict[str, float]:
+def _decode_pure(payload: bytes) -> object:
+    """kvpure's decoding with its C reader switched off (msgspec into kvpure's structs)."""
+    accel.set_accelerated(False)
+    try:
+        return decode_batch(payload)
+    finally:
+        accel.set_accelerated(True)
+
+
+def one_run(baselines: list[tuple[str, Any]], repeat: int, *, extras: bool) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for kind, options in PAYLOADS:
         payload = make_payload(**options)
         ours = decode_batch(payload)
-        theirs = decoder.decode(payload)
-        if [list(getattr(e, "block_hashes", ())) for e in ours.events] != [
-            list(getattr(e, "block_hashes", [])) for e in theirs.events
-        ] or encode_batch(ours, profile=VLLM_0_33_EVENTS) != payload:
-            raise SystemExit("kvpure and the baseline decode different events")
-        label = f"decode ({kind}, {len(payload) / 1e6:.2f} MB)"
-        ratios[kind] = side_by_side(
-            label, partial(decode_batch, payload), partial(decoder.decode, payload), repeat
-        )
-        ratios[f"{kind}, gc on"] = side_by_side(
-            "  the same, garbage collector on",
-            partial(decode_batch, payload),
-            partial(decoder.decode, payload),
-            repeat,
-            gc_on=True,
-        )
+        if encode_batch(ours, profile=VLLM_0_33_EVENTS) != payload or _decode_pure(payload) != ours:
+            raise SystemExit("kvpure's two paths decode different events")
+        for name, decoder in baselines:
+            if options.get("lookahead") and name == "0.26":
+                continue  # 0.26's structs have no lookahead field (they would skip it)
+            theirs = decoder.decode(payload)
+            if [list(getattr(e, "block_hashes", ())) for e in ours.events] != [
+                list(getattr(e, "block_hashes", [])) for e in theirs.events
+            ]:
+                raise SystemExit("kvpure and the baseline decode different events")
+            label = f"decode ({kind}, {len(payload) / 1e6:.2f} MB) vs {name}"
+            for gc_on in (False, True):
+                suffix = ", gc on" if gc_on else ""
+                ratios[f"{kind}{suffix} vs {name}"] = side_by_side(
+                    label if not gc_on else "  the same, garbage collector on",
+                    partial(decode_batch, payload),
+                    partial(decoder.decode, payload),
+                    repeat,
+                    gc_on=gc_on,
+                )
+            ratios[f"{kind}, C reader off vs {name}"] = side_by_side(
+                "  the same, kvpure's C reader off (msgspec)",
+                partial(_decode_pure, payload),
+                partial(decoder.decode, payload),
+                repeat,
+            )
         if extras:
             for profile in (VLLM_0_33_EVENTS, VLLM_0_26_EVENTS):
                 if options.get("lookahead") and profile is VLLM_0_26_EVENTS:
@@ -250,27 +269,30 @@ def main(argv: list[str]) -> int:
     repeat = 3 if "--quick" in argv else 20
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 1
     sources = Path(argv[argv.index("--vllm-sources") + 1]) if "--vllm-sources" in argv else None
-    real = vllm_classes(sources or Path("/work/vllm"))
-    if real is not None:
-        decoder = msgspec.msgpack.Decoder(real.KVEventBatch)
-        baseline = "vLLM 0.34.0's own structs (vllm/distributed/kv_events.py)"
-    else:
-        decoder = BASELINE_DECODER
-        baseline = "the copy of vLLM's structs in this file (no vLLM source found)"
+    baselines: list[tuple[str, Any]] = []
+    for version in ("0.26.0", "0.34.0"):
+        real = vllm_classes(sources or Path("/work/vllm"), version)
+        if real is not None:
+            name = version.rsplit(".", 1)[0]
+            baselines.append((name, msgspec.msgpack.Decoder(real.KVEventBatch)))
+            print(f"baseline {name}: vLLM {version}'s own structs (vllm/distributed/kv_events.py)")
+    if not baselines:
+        baselines.append(("copy", BASELINE_DECODER))
+        print("baseline copy: the copy of vLLM's structs in this file (no vLLM source found)")
     print(
         f"{NUM_EVENTS} BlockStored x {HASHES_PER_EVENT} hashes "
         f"({HASHES_PER_EVENT * BLOCK_SIZE} token ids each), msgspec {msgspec.__version__}; "
-        f"baseline: {baseline}"
+        f"kvpure's C reader: {'built' if accel.built() else 'not built'}"
     )
     every: dict[str, list[float]] = {}
     for run in range(runs):
         if runs > 1:
             print(f"-- run {run + 1} of {runs}")
-        for kind, ratio in one_run(decoder, repeat, extras=run == 0).items():
+        for kind, ratio in one_run(baselines, repeat, extras=run == 0).items():
             every.setdefault(kind, []).append(ratio)
     print("kvpure/baseline per payload (range over runs; target <= 1.00):")
     for kind, ratios in every.items():
-        print(f"  {kind:<36} {min(ratios):.2f} .. {max(ratios):.2f}")
+        print(f"  {kind:<48} {min(ratios):.2f} .. {max(ratios):.2f}")
     return 0
 
 

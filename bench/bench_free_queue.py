@@ -42,7 +42,7 @@ from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 
 if __package__ in (None, ""):  # run as a script (make bench): the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.bench_free_queue_vllm import load_vllm_queue  # after the path fix
+from bench.bench_free_queue_vllm import load_vllm_queues  # after the path fix
 
 # ---------------------------------------------------------------------------
 # BASELINE: vLLM's block and queue algorithm (0.26.0), written anew
@@ -177,12 +177,25 @@ class Impl:
 
 
 def _baseline() -> tuple[str, Impl]:
-    found = load_vllm_queue()
-    if found is None:
+    return _baselines()[0]
+
+
+def _baselines() -> list[tuple[str, Impl]]:
+    """vLLM 0.26's classes (imported or compiled from source), then 0.34's where present;
+    the copy above when neither is found."""
+    found = load_vllm_queues()
+    if not found:
         label = "vLLM's algorithm written anew on dataclass(slots) blocks (vLLM not found)"
-        return label, Impl(name="baseline", block=BaselineBlock, queue=BaselineQueue)
-    label, block, queue = found
-    return label, Impl(name="baseline", block=block, queue=queue)
+        return [(label, Impl(name="baseline", block=BaselineBlock, queue=BaselineQueue))]
+    return [
+        (
+            label,
+            Impl(
+                name="baseline" if i == 0 else f"vLLM {label.split()[1]}", block=block, queue=queue
+            ),
+        )
+        for i, (label, block, queue) in enumerate(found)
+    ]
 
 
 KVPURE = Impl(name="kvpure", block=KVCacheBlock, queue=FreeKVCacheBlockQueue)
@@ -298,16 +311,21 @@ def build_bytes(impl: Impl, n: int) -> int:
     return held_bytes
 
 
-def _rows(baseline: Impl) -> Iterator[tuple[str, str, str, float]]:
+def _rows(baseline: Impl, others: tuple[Impl, ...] = ()) -> Iterator[tuple[str, str, str, float]]:
+    """The table's rows against ``baseline``; the operations also against ``others``
+    (vLLM 0.34's classes), as "vs <name>" rows."""
     quick = "--quick" in sys.argv
     n = QUEUE_BLOCKS // 10 if quick else QUEUE_BLOCKS
     ours: dict[str, float] = {}
     pure: dict[str, float] = {}
     theirs: dict[str, float] = {}
+    more: list[dict[str, float]] = [{} for _ in others]
     for _ in range(ROUNDS):  # interleaved, so all see the same machine load
         bench_ops(KVPURE, n, ours)
         bench_ops(KVPURE_PURE, n, pure)
         bench_ops(baseline, n, theirs)
+        for other, best in zip(others, more, strict=True):
+            bench_ops(other, n, best)
     for name, seconds in ours.items():
         yield (
             f"{name} on {n:,} blocks (ops/s)",
@@ -321,6 +339,19 @@ def _rows(baseline: Impl) -> Iterator[tuple[str, str, str, float]]:
             f"{1 / theirs[name]:,.0f}",
             pure[name] / theirs[name],
         )
+        for other, best in zip(others, more, strict=True):
+            yield (
+                f"  the same vs {other.name} (ops/s)",
+                f"{1 / seconds:,.0f}",
+                f"{1 / best[name]:,.0f}",
+                seconds / best[name],
+            )
+            yield (
+                f"  pure-Python path vs {other.name} (ops/s)",
+                f"{1 / pure[name]:,.0f}",
+                f"{1 / best[name]:,.0f}",
+                pure[name] / best[name],
+            )
     for size, rounds in ((n, ROUNDS), (10 * n, 2)):
         our_s = their_s = float("inf")
         for _ in range(rounds):  # interleaved too
@@ -343,13 +374,16 @@ def _rows(baseline: Impl) -> Iterator[tuple[str, str, str, float]]:
 
 
 def main() -> None:
-    label, baseline = _baseline()
+    found = _baselines()
+    label, baseline = found[0]
     print(f"Python {sys.version.split()[0]}; BASELINE = {label}")
+    for other_label, other in found[1:]:
+        print(f"also ({other.name}): {other_label}")
     print(f"kvpure's C batch helper: {'built' if free_queue.accelerated() else 'not built'}")
     header = f"| {'measure':<42} | {'kvpure':>12} | {'baseline':>12} | {'kvpure/baseline':>15} |"
     print(header)
     print("|" + "|".join("-" * (len(cell) + 0) for cell in header.split("|")[1:-1]) + "|")
-    for row, ours, theirs, ratio in _rows(baseline):
+    for row, ours, theirs, ratio in _rows(baseline, tuple(other for _, other in found[1:])):
         print(f"| {row:<42} | {ours:>12} | {theirs:>12} | {ratio:>15.2f} |", flush=True)
 
 

@@ -9,7 +9,8 @@ In order of preference:
 3. ``None``: the caller falls back to the written-anew baseline of
    ``bench_free_queue.py``.
 
-:func:`load_vllm_queue` returns ``(label, block_class, queue_class)`` or None.
+:func:`load_vllm_queue` returns ``(label, block_class, queue_class)`` or None;
+:func:`load_vllm_queues` also vLLM 0.34.0's classes, where its source is present.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import ast
 import os
 import sys
 import types
+import weakref
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +55,18 @@ def _from_source(root: Path) -> tuple[str, type, type] | None:
     if len(wanted) != len(_CLASSES):
         return None
     module = ast.Module(body=list(wanted), type_ignores=[])
-    holder = types.ModuleType("vllm_kv_cache_utils_from_source")
+    holder = types.ModuleType(f"vllm_kv_cache_utils_from_source_{root.name.replace('.', '_')}")
     holder.__file__ = str(path)
     sys.modules[holder.__name__] = holder  # dataclasses looks the module up by name
     namespace: dict[str, Any] = holder.__dict__
     namespace.update(
-        dataclass=dataclass, Iterable=Iterable, Iterator=Iterator, BlockHashWithGroupId=bytes
+        dataclass=dataclass,
+        field=field,
+        weakref=weakref,
+        Iterable=Iterable,
+        Iterator=Iterator,
+        BlockHashWithGroupId=bytes,
+        BlockPool=object,
     )
     exec(compile(module, str(path), "exec"), namespace)
     return (
@@ -66,6 +74,20 @@ def _from_source(root: Path) -> tuple[str, type, type] | None:
         namespace["KVCacheBlock"],
         namespace["FreeKVCacheBlockQueue"],
     )
+
+
+def load_vllm_queues() -> list[tuple[str, type, type]]:
+    """:func:`load_vllm_queue`, then vLLM 0.34.0's classes compiled from its source
+    (beside the first, ``$KVPURE_VLLM_SOURCE``'s sibling 0.34.0) when present."""
+    found = load_vllm_queue()
+    queues = [] if found is None else [found]
+    root = Path(os.environ.get("KVPURE_VLLM_SOURCE", str(DEFAULT_SOURCE)))
+    newer = root.parent / "0.34.0"
+    if newer != root:
+        later = _from_source(newer)
+        if later is not None:
+            queues.append(later)
+    return queues
 
 
 def load_vllm_queue() -> tuple[str, type, type] | None:

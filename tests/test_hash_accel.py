@@ -51,3 +51,25 @@ def test_same_digests_as_python(
     got = accelerator.hash_prompt_blocks(algo, parent, tokens, block_size, extras)
     if got is not None:
         assert got == reference(algo, parent, tokens, block_size, extras)
+
+
+# Every width boundary of CBOR (24, 2**8, 2**16, 2**32) and of pickle's BININT1 / BININT2 /
+# BININT / LONG1, on both sides, negatives and one-digit/two-digit CPython ints included.
+WIDTH_EDGES = [
+    edge + delta
+    for edge in (0, 24, 2**8, 2**16, 2**30, 2**31, 2**32, 2**63 - 1)
+    for delta in (-1, 0, 1)
+    if 0 <= edge + delta < 2**63
+]
+WIDTH_EDGES += [-value - 1 for value in WIDTH_EDGES] + [-(2**63)]
+
+
+@pytest.mark.parametrize("algo", ALGORITHMS)
+def test_int_width_edges(algo: str) -> None:
+    for block_size in (1, 3, 16):
+        tokens = WIDTH_EDGES * block_size
+        tokens = tokens[: len(tokens) - len(tokens) % block_size]
+        extras = [(token,) for token in tokens[::block_size]]
+        got = accelerator.hash_prompt_blocks(algo, b"\x01" * 32, tokens, block_size, extras)
+        assert got is not None
+        assert got == reference(algo, b"\x01" * 32, tokens, block_size, extras)

@@ -1,10 +1,11 @@
 """KV event batches from and to the exact bytes vLLM publishes.
 
 The payload (the third frame of vLLM's PUB message) is
-``msgspec.msgpack.Encoder().encode(KVEventBatch)``. kvpure decodes it with
-msgspec into its frozen event values (as fast as decoding into vLLM's own
-structs, see ``bench/bench_events.py``) and encodes them back to the same
-bytes, per vLLM version:
+``msgspec.msgpack.Encoder().encode(KVEventBatch)``. kvpure decodes it into its
+frozen event values, with its C reader where built (:mod:`kvpure.events.accel`,
+faster than msgspec into vLLM's own structs, see ``bench/bench_events.py``) and
+with msgspec, the reference, for whatever the reader leaves to it; and encodes
+them back to the same bytes, per vLLM version:
 
 - :func:`decode_batch`: bytes to a :class:`KVEventBatch`; :func:`decode_report`
   also names the fields it left out. As in vLLM's decoder, a key no event
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from kvpure.events import accel
 from kvpure.events.errors import (
     EventFieldNotInProfileError,
     KVEventArgumentTypeError,
@@ -259,7 +261,7 @@ GC_PAUSE_BYTES = 1 << 16
 
 
 def _decode_whole(payload: Payload) -> KVEventBatch:
-    """``_DECODER.decode(payload)``; for a large payload with the collector paused.
+    """:func:`_decode_now`; for a large payload with the collector paused.
 
     Decoding allocates many new containers (a tuple per block list, a struct per
     event), and every 700 of them CPython runs a collection, which can free
@@ -268,13 +270,23 @@ def _decode_whole(payload: Payload) -> KVEventBatch:
     at once, only if it was on, so a thread that turned it off keeps it off.
     """
     if len(payload) < GC_PAUSE_BYTES or not gc.isenabled():
-        result: KVEventBatch = _DECODER.decode(payload)
-        return result
+        return _decode_now(payload)
     gc.disable()
     try:
-        result = _DECODER.decode(payload)
+        return _decode_now(payload)
     finally:
         gc.enable()
+
+
+def _decode_now(payload: Payload) -> KVEventBatch:
+    """The C reader of :mod:`kvpure.events.accel` where built and where it handles the
+    payload, else ``_DECODER.decode(payload)`` (the reference)."""
+    read = accel.reader()
+    if read is not None and type(payload) is bytes:
+        batch = read(payload)
+        if batch is not None:
+            return batch
+    result: KVEventBatch = _DECODER.decode(payload)
     return result
 
 

@@ -159,9 +159,26 @@ cbor_head(unsigned char *out, unsigned major, uint64_t value)
     return 9;
 }
 
+/* An int's CBOR (at most 9 bytes; `out` must have 9 writable). A token id's width (1, 2,
+ * 3, 5 or 9 bytes) is computed without branches: random ids straddle 2**16, so a branch
+ * per width was mispredicted about every other token. */
 static inline size_t
 cbor_int(unsigned char *out, int64_t v)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (v >= 0) {
+        static const unsigned char widths[5] = {0, 1, 2, 4, 8};
+        uint64_t u = (uint64_t)v;
+        unsigned k = (unsigned)(u >= 24) + (u >= 0x100) + (u >= 0x10000) + (u >= 0x100000000ULL);
+        unsigned w = widths[k];
+        out[0] = k == 0 ? (unsigned char)u : (unsigned char)(23 + k); /* major type 0 */
+        /* the w low bytes of u, big-endian, in out[1..w] (two shifts: w = 0 shifts by 64) */
+        uint64_t top = (u << (32 - 4 * w)) << (32 - 4 * w);
+        uint64_t big_endian = __builtin_bswap64(top);
+        memcpy(out + 1, &big_endian, 8);
+        return 1 + w;
+    }
+#endif
     return v >= 0 ? cbor_head(out, 0, (uint64_t)v) : cbor_head(out, 1, ~(uint64_t)v);
 }
 
@@ -173,12 +190,22 @@ put_le(unsigned char *out, uint64_t v, int n)
     }
 }
 
-/* Pickle's encoding of an int (at most 10 bytes): BININT1 / BININT2 / BININT for what fits
+/* Pickle's encoding of an int (at most 10 bytes; `out` must have 10 writable): BININT1 / BININT2 / BININT for what fits
  * in 32 signed bits, else LONG1 with the fewest little-endian two's-complement bytes, as
  * the C pickler chooses them. */
 static inline size_t
 pickle_int(unsigned char *out, int64_t v)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (v >= 0 && v <= INT32_MAX) { /* without branches, as cbor_int; writes 5 bytes */
+        static const unsigned char ops[3] = {'K', 'M', 'J'}, widths[3] = {1, 2, 4};
+        unsigned k = (unsigned)(v > 0xff) + (v > 0xffff);
+        uint32_t little_endian = (uint32_t)v;
+        out[0] = ops[k];
+        memcpy(out + 1, &little_endian, 4);
+        return 1 + (size_t)widths[k];
+    }
+#endif
     if (v >= 0 && v <= 0xff) {
         out[0] = 'K';
         out[1] = (unsigned char)v;
@@ -216,6 +243,19 @@ pickle_int(unsigned char *out, int64_t v)
 static inline int
 read_int(PyObject *obj, int64_t *out)
 {
+#if PY_VERSION_HEX < 0x030C0000
+    /* CPython 3.11: an int of ob_size -1, 0 or 1 is one digit (below 2**30), read inline */
+    Py_ssize_t size = Py_SIZE(obj);
+    if (size >= -1 && size <= 1) {
+        *out = (int64_t)size * (int64_t)((PyLongObject *)obj)->ob_digit[0];
+        return OK;
+    }
+#else
+    if (PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+        *out = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)obj);
+        return OK;
+    }
+#endif
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
     if (overflow) {
