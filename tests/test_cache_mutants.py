@@ -51,6 +51,7 @@ def test_a_request_reports_incrementally_unless_told_otherwise() -> None:
     assert request.status is RequestStatus.WAITING
     assert (request.num_tokens, request.num_prompt_tokens, request.num_computed_tokens) == (3, 3, 0)
     assert request.lora_int_id is None
+    assert (request.shared_prefix_boundary, request.num_preemptions) == (0, 0)  # request.py:188
     assert request.skip_reading_prefix_cache is False
     assert request.block_hashes == ()
 

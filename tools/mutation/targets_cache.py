@@ -21,12 +21,26 @@ _CACHE_TESTS = (
 )
 _CACHE_TRACE_TESTS = (*_CACHE_TESTS, "tests/test_cache_hash_trace.py")
 
+# the hardening tests of the headers by node id (the file's hub and FIFO tests take a
+# minute); the 2**18-tensor header (20 s) last
+_HARDENING = "tests/test_hardening_files.py::test_"
 _SAFETENSORS_TESTS = (
     "tests/test_memory_safetensors.py",
     "tests/test_memory_safetensors_mutants.py",
-    "tests/test_hardening_files.py",
-    "tests/test_memory_params.py",
-    "tests/test_memory_sharding.py",
+    *(
+        _HARDENING + name
+        for name in (
+            "a_shape_with_too_many_dimensions_is_refused",
+            "a_huge_shape_product_is_refused_without_printing_it",
+            "overlapping_offsets_are_refused",
+            "adjacent_and_empty_tensors_do_not_overlap",
+            "a_fifo_shard_is_refused",
+            "shards_that_are_one_file_are_read_once",
+            "shard_names_that_are_not_plain_are_typed_errors",
+            "a_normal_sharded_folder_still_reads",
+            "too_many_tensors_in_one_header_are_refused",
+        )
+    ),
 )
 
 CACHE_TARGETS: dict[str, tuple[str, ...]] = {
