@@ -111,7 +111,8 @@ def test_shapes_that_are_not_lists_of_ints(tmp_path: Path) -> None:
         header = {"t": {"dtype": "U8", "shape": shape, "data_offsets": [0, 2]}}
         with pytest.raises(WeightFileError, match="shape must be"):
             read_safetensors_header(_write(tmp_path / "t", header, 2))
-    for raw in ([], "x", None):
+    not_objects: tuple[object, ...] = ([], "x", None)
+    for raw in not_objects:
         with pytest.raises(WeightFileError, match="not an object"):
             read_safetensors_header(_write(tmp_path / "t", {"t": raw}))
     with pytest.raises(WeightFileError, match="unknown dtype"):
