@@ -151,6 +151,18 @@ def test_overlap_is_found_in_any_header_order(tmp_path: Path) -> None:
     assert len(read_safetensors_header(_write(tmp_path / "t", empties, 1))) == 2
 
 
+def test_header_limit_is_the_safetensors_packages(tmp_path: Path) -> None:
+    # safetensors refuses 100,000,001 bytes ("header too large") and reads the length
+    # 100,000,000 (then fails on the missing bytes): kvpure's bound is the same figure
+    assert MAX_HEADER_BYTES == 100_000_000
+    safe_open = pytest.importorskip("safetensors").safe_open
+    for length, reason in ((100_000_000, "invalid header length"), (100_000_001, "too large")):
+        path = tmp_path / f"h{length}"
+        path.write_bytes(struct.pack("<Q", length) + b"{}")
+        with pytest.raises(Exception, match=reason):
+            safe_open(str(path), "pt")
+
+
 def test_header_length_at_the_limit_is_read(tmp_path: Path) -> None:
     at = tmp_path / "at"
     at.write_bytes(struct.pack("<Q", MAX_HEADER_BYTES) + b"{}")
@@ -270,3 +282,33 @@ def test_a_hard_link_and_a_missing_shard(tmp_path: Path) -> None:
     )
     with pytest.raises(WeightFileError, match="cannot be read"):
         read_model_folder(tmp_path)
+
+
+def test_the_stated_limits() -> None:
+    # the figures the module states (issue 24: caps "at a stated count")
+    assert sh.MAX_INDEX_BYTES == 64 * 2**20
+    assert sh.MAX_SHARD_FILES == 4096
+    assert (MAX_TENSOR_DIMS, MAX_TENSOR_BYTES) == (16, 2**48)
+    assert (sh.MAX_FILE_TENSORS, sh.MAX_FOLDER_TENSORS) == (262_144, 2**20)
+
+
+def test_every_safetensors_dtype_and_its_size() -> None:
+    # safetensors' Dtype enum (bytes per element of the byte-aligned types)
+    assert dict(sh.DTYPE_BYTES) == {
+        "BOOL": 1,
+        "U8": 1,
+        "I8": 1,
+        "F8_E4M3": 1,
+        "F8_E5M2": 1,
+        "F8_E8M0": 1,
+        "I16": 2,
+        "U16": 2,
+        "F16": 2,
+        "BF16": 2,
+        "I32": 4,
+        "U32": 4,
+        "F32": 4,
+        "I64": 8,
+        "U64": 8,
+        "F64": 8,
+    }
