@@ -25,6 +25,7 @@ from kvpure.cache.events import (
 from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.trace import (
     ArriveOp,
+    DecodeOutcome,
     DraftFlags,
     PoolSnapshot,
     ReplaySettings,
@@ -166,3 +167,10 @@ def test_a_pool_snapshot_counts_the_free_blocks_left_out() -> None:
     assert whole.free_queue_omitted == 0
     head = PoolSnapshot(free_queue=(3, 4), num_free_blocks=10, num_cached_hashes=0, usage=0.5)
     assert head.free_queue_omitted == 8
+
+
+def test_a_skipped_decode_appended_nothing() -> None:
+    # README: a decode of a waiting request is `skipped: "waiting"`; no token was appended
+    skipped = DecodeOutcome(skipped="waiting")
+    assert (skipped.tokens_appended, skipped.steps) == (0, ())
+    assert DecodeOutcome().skipped is None
