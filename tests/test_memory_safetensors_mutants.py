@@ -271,7 +271,8 @@ def test_a_folder_reads_through_its_index_only(tmp_path: Path) -> None:
 def test_a_hard_link_and_a_missing_shard(tmp_path: Path) -> None:
     _write(tmp_path / "a.safetensors", {"a": _entry("U8", [1], 0, 1)}, 1)
     os.link(tmp_path / "a.safetensors", tmp_path / "b.safetensors")
-    assert [t.name for t in read_model_folder(tmp_path)] == ["a"]
+    _write(tmp_path / "c.safetensors", {"c": _entry("U8", [1], 0, 1)}, 1)
+    assert [t.name for t in read_model_folder(tmp_path)] == ["a", "c"]  # b is a again
     (tmp_path / "model.safetensors.index.json").write_text(
         json.dumps(
             {
