@@ -146,6 +146,14 @@ def test_overlap_is_found_in_any_header_order(tmp_path: Path) -> None:
     # an empty tensor inside another's range holds no byte: no overlap
     inside = {"a": _entry("U8", [4], 0, 4), "e": _entry("U8", [0], 2, 2)}
     assert len(read_safetensors_header(_write(tmp_path / "t", inside, 4))) == 2
+    # an empty tensor first does not end the search
+    after_empty = {
+        "e": _entry("U8", [0], 0, 0),
+        "a": _entry("U8", [4], 0, 4),
+        "c": _entry("U8", [4], 2, 6),
+    }
+    with pytest.raises(WeightFileError, match="'a' and 'c' overlap"):
+        read_safetensors_header(_write(tmp_path / "t", after_empty, 6))
     # a tensor starting at byte 0 after empty ones
     empties = {"e": _entry("U8", [0], 0, 0), "a": _entry("U8", [1], 0, 1)}
     assert len(read_safetensors_header(_write(tmp_path / "t", empties, 1))) == 2
