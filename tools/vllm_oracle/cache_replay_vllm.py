@@ -50,7 +50,11 @@ def run_one(trace_obj, records_wanted=True):
     cfg = replay_config_from_plan_input(trace.plan_input)
     groups = [
         KVCacheGroupSpec(
-            list(g.layer_names), parse_spec(render_kv_cache_spec(g.kv_cache_spec)), g.is_eagle_group
+            list(g.layer_names),
+            # 0.26's fields only: kvpure renders the newest release by default, and 0.26's
+            # spec classes refuse 0.33+'s fields (dcp_sharded, ...)
+            parse_spec(render_kv_cache_spec(g.kv_cache_spec, vllm_version="0.26")),
+            g.is_eagle_group,
         )
         for g in cfg.kv_cache_config.kv_cache_groups
     ]

@@ -47,8 +47,9 @@ __all__ = [
     "read_safetensors_header",
 ]
 
-MAX_HEADER_BYTES: Final = 100 * 1024 * 1024
-"""The largest header read (the safetensors library refuses above 100 MB too)."""
+MAX_HEADER_BYTES: Final = 100_000_000
+"""The largest header read: the safetensors library's own limit (it refuses a header of
+100,000,001 bytes as "header too large"), so kvpure reads no file vLLM could not load."""
 MAX_INDEX_BYTES: Final = 64 * 1024 * 1024
 """The largest ``model.safetensors.index.json`` read."""
 MAX_SHARD_FILES: Final = 4096

@@ -1,0 +1,67 @@
+"""Issue 24 (mutcache): the selections for ``cache/`` and ``memory_profile/`` modules.
+
+Kept apart from ``run.py``'s own table so that each issue's entries can be edited
+without touching another's. The fast files come first: ``pytest -x`` stops at the
+first failure, so a mutant that breaks an answer is usually killed in seconds.
+"""
+
+from __future__ import annotations
+
+# the replay's goldens (vLLM 0.26 and 0.34 logs), its typed errors, and the random
+# traces replayed through vLLM 0.26's own KVCacheManager (tools/vllm_oracle)
+_CACHE_TESTS = (
+    "tests/test_cache_golden.py",
+    "tests/test_cache_errors.py",
+    "tests/test_cache_limits.py",
+    "tests/test_cache_fast_paths.py",
+    "tests/test_cache_golden_034.py",
+    "tests/test_cache_unbounded_limit.py",
+    "tests/test_cache_mutants.py",
+    "tests/test_cache_oracle.py",
+)
+_CACHE_TRACE_TESTS = (*_CACHE_TESTS, "tests/test_cache_hash_trace.py")
+
+# the hardening tests of the headers by node id (the file's hub and FIFO tests take a
+# minute); the 2**18-tensor header (20 s) last
+_HARDENING = "tests/test_hardening_files.py::test_"
+_SAFETENSORS_TESTS = (
+    "tests/test_memory_safetensors.py",
+    "tests/test_memory_safetensors_mutants.py",
+    *(
+        _HARDENING + name
+        for name in (
+            "a_shape_with_too_many_dimensions_is_refused",
+            "a_huge_shape_product_is_refused_without_printing_it",
+            "overlapping_offsets_are_refused",
+            "adjacent_and_empty_tensors_do_not_overlap",
+            "a_fifo_shard_is_refused",
+            "shards_that_are_one_file_are_read_once",
+            "shard_names_that_are_not_plain_are_typed_errors",
+            "a_normal_sharded_folder_still_reads",
+            "too_many_tensors_in_one_header_are_refused",
+        )
+    ),
+)
+
+CACHE_TARGETS: dict[str, tuple[str, ...]] = {
+    **{
+        f"kvpure/cache/{name}.py": _CACHE_TESTS
+        for name in (
+            "request",
+            "events",
+            "manager",
+            "single_type",
+            "coordinator",
+            "unbounded",
+            "windowed",
+        )
+    },
+    "kvpure/cache/trace.py": _CACHE_TRACE_TESTS,
+    "kvpure/cache/workload.py": (
+        "tests/test_cache_workload.py",
+        "tests/test_cache_workload_stream.py",
+        "tests/test_cache_text_workload.py",
+    ),
+    "kvpure/memory_profile/safetensors_header.py": _SAFETENSORS_TESTS,
+    "kvpure/memory_profile/checkpoint_tensors.py": _SAFETENSORS_TESTS,
+}
