@@ -48,6 +48,7 @@ def test_a_file_written_by_the_safetensors_package_reads_back(tmp_path: Path) ->
         "b": np.zeros((7,), dtype=np.float32),
         "c": np.zeros((2, 0, 4), dtype=np.int64),
         "d": np.zeros((), dtype=np.uint8),
+        "e": np.zeros((3,), dtype=np.complex64),
     }
     path = tmp_path / "m.safetensors"
     save_file(tensors, str(path), metadata={"format": "pt"})
@@ -57,6 +58,7 @@ def test_a_file_written_by_the_safetensors_package_reads_back(tmp_path: Path) ->
         "b": ("F32", (7,), 28),
         "c": ("I64", (2, 0, 4), 0),
         "d": ("U8", (), 1),
+        "e": ("C64", (3,), 24),
     }
 
 

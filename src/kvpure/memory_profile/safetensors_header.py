@@ -77,6 +77,7 @@ DTYPE_BYTES: Final[Mapping[str, int]] = {
     "I32": 4,
     "U32": 4,
     "F32": 4,
+    "C64": 8,
     "I64": 8,
     "U64": 8,
     "F64": 8,
