@@ -258,13 +258,13 @@ class FullAttentionManager(SingleTypeKVCacheManager):
                 reason="fine-grained (partial-block) cache hits are not modelled",
             )
         hashes = resolve_block_hashes(block_hashes, pool.hash_block_size, block_size)
-        candidates = itertools.islice(hashes, max_length // block_size)
+        limit = max_length // block_size
         computed: HitBlocks
         if len(kv_cache_group_ids) == 1:  # one group: the pool's loop
-            computed = (pool.longest_cached_prefix(candidates, kv_cache_group_ids[0]),)
+            computed = (pool.longest_cached_prefix(hashes, kv_cache_group_ids[0], limit),)
         else:
             computed = tuple([] for _ in kv_cache_group_ids)
-            for block_hash in candidates:
+            for block_hash in itertools.islice(hashes, limit):
                 cached = pool.get_cached_block(block_hash, kv_cache_group_ids)
                 if not cached:
                     break
