@@ -49,14 +49,18 @@ def _load() -> ModuleType | None:
         return None
     from kvpure.kv_cache_block import _NULL
 
-    block_slots, queue_slots = vars(KVCacheBlock), vars(FreeKVCacheBlockQueue)
+    slots = vars(KVCacheBlock)
     _pool_loops.configure(
         KVCacheBlock,
         FreeKVCacheBlockQueue,
         _NULL,
-        *(block_slots[name] for name in ("prev_free_block", "next_free_block", "_queue")),
-        *(block_slots[name] for name in ("block_id", "ref_cnt", "_hash_entry")),
-        queue_slots["_num_free_blocks"],
+        slots["prev_free_block"],
+        slots["next_free_block"],
+        slots["_queue"],
+        slots["block_id"],
+        slots["ref_cnt"],
+        slots["_hash_entry"],
+        vars(FreeKVCacheBlockQueue)["_num_free_blocks"],
     )
     return _pool_loops
 
@@ -78,24 +82,19 @@ def set_accelerated(enabled: bool) -> bool:
 
 
 def take(cache: CacheDict | None, blocks: list[KVCacheBlock], removed: list[bytes] | None) -> None:
-    """Blocks just taken from the free queue: each one's hash leaves the block and ``cache``
-    (``cache`` None: prefix caching off, nothing evicted), the keys whose entry held the
-    block appended to ``removed`` (when given); then one more reference each."""
+    """Blocks just taken from the free queue, one by one: the block's hash leaves the block
+    and ``cache`` (``cache`` None: prefix caching off, nothing evicted), the key appended to
+    ``removed`` (when given) if its entry held the block; then one more reference."""
     done = 0 if _loops is None else _loops.take(cache, blocks, removed, 0)
-    rest = blocks[done:] if done else blocks
-    if cache is not None:
-        for block in rest:
-            key = block.pop_block_hash()
-            if key is None:
-                continue
+    for block in blocks[done:] if done else blocks:  # one loop, as vLLM's get_new_blocks
+        key = None if cache is None else block.pop_block_hash()
+        if key is not None and cache is not None:
             holders = cache.get(key)
-            if holders is None:
-                continue
-            if holders.pop(block.block_id, None) is not None and removed is not None:
-                removed.append(key)
-            if not holders:
-                del cache[key]
-    for block in rest:
+            if holders is not None:
+                if holders.pop(block.block_id, None) is not None and removed is not None:
+                    removed.append(key)
+                if not holders:
+                    del cache[key]
         block.ref_cnt += 1
 
 

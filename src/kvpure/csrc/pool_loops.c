@@ -499,7 +499,7 @@ pl_prefix(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (!PyDict_CheckExact(cache) || !(PyList_CheckExact(hashes) || PyTuple_CheckExact(hashes)) ||
-        !PyBytes_CheckExact(suffix) || !PyList_CheckExact(found) || i < 0) {
+        !PyBytes_CheckExact(suffix) || !PyList_CheckExact(found) || i < 0 || limit < 0) {
         return PyLong_FromSsize_t(i < 0 ? 0 : i);
     }
     for (; i < limit; i++) {
