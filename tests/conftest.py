@@ -29,9 +29,11 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 if os.environ.get("KVPURE_TEST_NO_EXTENSION") == "1":  # `make unit` runs hashing twice
+    from kvpure.cache.pool_loops import set_accelerated
     from kvpure.hashing.accelerator import set_enabled
 
     set_enabled(False)
+    set_accelerated(False)
 
 DATA_DIR = Path(__file__).parent / "data"
 GOLDEN_026 = DATA_DIR / "vllm-0.26.0"
