@@ -163,7 +163,7 @@ def _pick(draw: st.DrawFn, world: dict[str, Any]) -> list[Any]:
 @st.composite
 def _case(draw: st.DrawFn) -> tuple[dict[str, Any], str, list[Any], Any]:
     world = _world(draw)
-    loop = draw(st.sampled_from(["take", "store", "release", "touch", "prefix"]))
+    loop = draw(st.sampled_from(["take", "store", "release", "touch", "prefix", "evictable"]))
     picked = _pick(draw, world)
     extra = draw(st.lists(st.binary(min_size=1, max_size=1), min_size=0, max_size=10))
     return world, loop, picked, extra
@@ -183,6 +183,8 @@ def _apply(world: dict[str, Any], loop: str, picked: list[Any], extra: list[byte
     if loop == "release":
         plain, hashed = pool_loops.release(picked)
         return [b.block_id for b in plain], [b.block_id for b in hashed]
+    if loop == "evictable":
+        return pool_loops.count_evictable(picked)
     if loop == "touch":
         pool_loops.touch(queue, picked)
         return None

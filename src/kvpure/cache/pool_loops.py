@@ -29,6 +29,7 @@ from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 __all__ = [
     "CacheDict",
     "accelerated",
+    "count_evictable",
     "longest_prefix",
     "release",
     "set_accelerated",
@@ -166,6 +167,16 @@ def touch(queue: FreeKVCacheBlockQueue, blocks: list[KVCacheBlock]) -> None:
         if block.ref_cnt == 0 and not block.is_null:
             queue.remove(block)
         block.ref_cnt += 1
+
+
+def count_evictable(blocks: Sequence[KVCacheBlock]) -> int:
+    """How many of ``blocks`` have no reference and are not the null block (a hit on
+    them takes an eviction candidate from the free queue)."""
+    if _loops is not None and type(blocks) is list:
+        count: int = _loops.evictable(blocks)
+        if count >= 0:
+            return count
+    return sum(blk.ref_cnt == 0 and not blk.is_null for blk in blocks)
 
 
 def longest_prefix(

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
+from kvpure.cache.pool_loops import count_evictable
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
@@ -73,7 +74,7 @@ class SingleTypeKVCacheManager:
 
     @staticmethod
     def _num_evictable(blocks: Sequence[KVCacheBlock]) -> int:
-        return sum(blk.ref_cnt == 0 and not blk.is_null for blk in blocks)
+        return count_evictable(blocks)
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """Tokens no longer read by attention after ``num_computed_tokens``: none by default."""

@@ -540,7 +540,29 @@ pl_prefix(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i);
 }
 
+/* evictable(blocks) -> int: how many of `blocks` (a list) have no reference and are not
+ * the null block; -1 when an item is not exactly a block with an int count (the caller
+ * counts in Python). Reads only. */
+static PyObject *
+pl_evictable(PyObject *self, PyObject *blocks)
+{
+    if (!configured() || !PyList_CheckExact(blocks)) {
+        return PyLong_FromLong(-1);
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(blocks); i++) {
+        PyObject *block = PyList_GET_ITEM(blocks, i);
+        long refs;
+        if (!is_block(block) || !read_count(block, ref_at, &refs)) {
+            return PyLong_FromLong(-1);
+        }
+        count += refs == 0 && SLOT(block, entry_at) != null_tag;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
+    {"evictable", pl_evictable, METH_O, "Count unreferenced blocks."},
     {"configure", pl_configure, METH_VARARGS, "Give the block and queue classes' slots."},
     {"take", (PyCFunction)(void (*)(void))pl_take, METH_FASTCALL, "Evict and reference."},
     {"store", (PyCFunction)(void (*)(void))pl_store, METH_FASTCALL, "Cache full blocks."},
