@@ -1,6 +1,6 @@
-"""The optional C accelerators of kvpure's prompt hashing and of the free block queue's batch
-operations (``kvpure._queue_links``) and of KV event decoding (``kvpure.events._decode``);
-metadata lives in pyproject.toml.
+"""The optional C accelerators of kvpure's prompt hashing, of the free block queue's batch
+operations (``kvpure._queue_links``), of the block pool's loops (``kvpure._pool_loops``) and
+of KV event decoding (``kvpure.events._decode``); metadata lives in pyproject.toml.
 
 ``kvpure.hashing._chain`` is built where a C compiler, the Python headers and OpenSSL's
 headers (libssl-dev) are present; ``optional=True`` lets the install go on without it, and
@@ -31,18 +31,21 @@ setup(
             ],
             optional=True,
         ),
-        Extension(
-            "kvpure._queue_links",
-            sources=["src/kvpure/csrc/queue_links.c"],
-            extra_compile_args=[
-                "-O2",
-                "-std=c11",
-                "-fvisibility=hidden",
-                "-Wall",
-                "-Wextra",
-                "-Wno-unused-parameter",
-            ],
-            optional=True,
+        *(
+            Extension(
+                f"kvpure._{name}",
+                sources=[f"src/kvpure/csrc/{name}.c"],
+                extra_compile_args=[
+                    "-O2",
+                    "-std=c11",
+                    "-fvisibility=hidden",
+                    "-Wall",
+                    "-Wextra",
+                    "-Wno-unused-parameter",
+                ],
+                optional=True,
+            )
+            for name in ("queue_links", "pool_loops")
         ),
         Extension(
             "kvpure.events._decode",

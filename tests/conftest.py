@@ -29,6 +29,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 if os.environ.get("KVPURE_TEST_NO_EXTENSION") == "1":  # `make unit` runs the C-backed paths twice
+    from kvpure.cache.pool_loops import set_accelerated as set_pool_accelerated
     from kvpure.events.accel import set_accelerated as set_events_accelerated
     from kvpure.free_queue import set_accelerated as set_queue_accelerated
     from kvpure.hashing.accelerator import set_enabled
@@ -36,6 +37,7 @@ if os.environ.get("KVPURE_TEST_NO_EXTENSION") == "1":  # `make unit` runs the C-
     set_enabled(False)
     set_events_accelerated(False)
     set_queue_accelerated(False)
+    set_pool_accelerated(False)
 
 DATA_DIR = Path(__file__).parent / "data"
 GOLDEN_026 = DATA_DIR / "vllm-0.26.0"

@@ -26,6 +26,10 @@ class _NullTag:
     def __repr__(self) -> str:
         return "<null block>"
 
+    def __reduce__(self) -> str:
+        """Copied and pickled as the one tag (a copied pool's null block stays null)."""
+        return "_NULL"
+
 
 _NULL: Final = _NullTag()
 

@@ -32,6 +32,7 @@ from kvpure.cache.events import (
     KVCacheEvent,
     blocks_removed_on_gpu,
 )
+from kvpure.cache.pool_loops import CacheDict, longest_prefix, release, store, take, touch
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from kvpure.hashing import (
@@ -145,19 +146,21 @@ class BlockPool:
         return found
 
     def longest_cached_prefix(
-        self, block_hashes: Iterable[BlockHash], group_id: int
+        self, block_hashes: Sequence[BlockHash], group_id: int, limit: int | None = None
     ) -> list[KVCacheBlock]:
-        """``get_cached_block(h, [group_id])[0]`` for each hash in order, up to the first
-        miss (one group's prefix hit, without a list per block)."""
-        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
-        suffix = self._group_suffix(group_id)
-        found: list[KVCacheBlock] = []
-        for block_hash in block_hashes:
-            holders = cache.get(block_hash + suffix)
-            if not holders:
-                break
-            found.append(next(iter(holders.values())))
-        return found
+        """``get_cached_block(h, [group_id])[0]`` for each of the first ``limit`` hashes
+        (None: all) in order, up to the first miss (one group's prefix hit, without a list
+        per block)."""
+        return longest_prefix(
+            self._cache(),
+            block_hashes,
+            len(block_hashes) if limit is None else limit,
+            self._group_suffix(group_id),
+        )
+
+    def _cache(self) -> CacheDict:
+        """The prefix cache, keyed by plain bytes (each key a hash with its group id)."""
+        return cast("CacheDict", self.cached_block_hash_to_block)
 
     @property
     def num_cached_hashes(self) -> int:
@@ -241,37 +244,21 @@ class BlockPool:
             )
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
         events = self.enable_kv_cache_events
-        stored_indices: list[int] = []
-        stored_hashes: list[bytes] = []
-        suffix = self._group_suffix(kv_cache_group_id)
-        # keyed by plain bytes here: each key is a hash with its group id appended
-        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
-        null = self.null_block  # the only block of this pool that is_null
-        index = num_cached_blocks - 1
-        for i, blk in enumerate(new_full_blocks):
-            index += 1
-            if blk is null or (block_mask is not None and not block_mask[i]):
-                continue
-            block_hash = block_hashes[index]
-            key = block_hash + suffix
-            if not blk.claim_hash(key, (index + 1) * block_size):
-                if blk.is_null:  # a null block not this pool's: skipped as the null block is
-                    continue
-                raise CacheStateError(
-                    operation="cache_full_blocks",
-                    reason=f"block {blk.block_id} is already cached; only a partial block "
-                    "could be promoted, and partial prefix-cache entries are not modelled",
-                )
-            holders = cache.get(key)
-            if holders is None:
-                cache[key] = {blk.block_id: blk}
-            else:
-                holders[blk.block_id] = blk
-            if events:
-                stored_indices.append(index)
-                stored_hashes.append(block_hash)
-        if not events:
+        stored_indices: list[int] | None = [] if events else None
+        store(
+            self._cache(),
+            blocks,
+            block_hashes,
+            (num_cached_blocks, num_full_blocks),
+            self._group_suffix(kv_cache_group_id),
+            block_size,
+            self.null_block,  # the only block of this pool that is_null
+            block_mask,
+            stored_indices,
+        )
+        if stored_indices is None:
             return
+        stored_hashes = [block_hashes[i] for i in stored_indices]
         new_hashes: list[ExternalBlockHash] = (
             list(low_64_bits_of_each(stored_hashes))
             if self.use_int_block_hashes
@@ -325,24 +312,13 @@ class BlockPool:
             )
         )
 
-    def _evict_cached_blocks(self, blocks: Sequence[KVCacheBlock]) -> None:
+    def _evict_cached_blocks(self, blocks: list[KVCacheBlock]) -> None:
         """Drop each block's hash from the prefix cache, a BlockRemoved for each one that a
-        lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop)."""
-        # keyed by plain bytes here: each key is a hash with its group id appended
-        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
-        removed: list[bytes] = []
-        for block in blocks:
-            key = block.pop_block_hash()
-            if key is None:
-                continue
-            holders = cache.get(key)
-            if holders is None:
-                continue
-            if holders.pop(block.block_id, None) is not None:
-                removed.append(key)
-            if not holders:
-                del cache[key]
-        if removed and self.enable_kv_cache_events:
+        lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop); then
+        one more reference to each block."""
+        removed: list[bytes] | None = [] if self.enable_kv_cache_events else None
+        take(self._cache() if self.enable_caching else None, blocks, removed)
+        if removed:
             self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(removed)))
 
     def _split_keys(self, keys: list[bytes]) -> Iterable[tuple[ExternalBlockHash, int]]:
@@ -372,19 +348,12 @@ class BlockPool:
                 f"({self.get_num_free_blocks()} free)",
             )
         blocks = self.free_block_queue.popleft_n(num_blocks)
-        if self.enable_caching:
-            self._evict_cached_blocks(blocks)
-        for block in blocks:
-            block.ref_cnt += 1
+        self._evict_cached_blocks(blocks)
         return blocks
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """One more reference to each block; a free one leaves the queue (a cache hit)."""
-        queue = self.free_block_queue
-        for block in blocks:
-            if block.ref_cnt == 0 and not block.is_null:
-                queue.remove(block)
-            block.ref_cnt += 1
+        touch(self.free_block_queue, blocks if type(blocks) is list else list(blocks))
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
         """One reference less each; blocks now unreferenced join the queue.
@@ -393,18 +362,9 @@ class BlockPool:
         head (they can never hit), blocks with one to the tail, each set in
         the given order.
         """
-        with_hash: list[KVCacheBlock] = []
-        without_hash: list[KVCacheBlock] = []
-        keep_hashed = with_hash.append
-        keep_plain = without_hash.append
-        for block in ordered_blocks:
-            count = block.ref_cnt - 1
-            block.ref_cnt = count
-            if count == 0 and not block.is_null:
-                if block.block_hash is None:
-                    keep_plain(block)
-                else:
-                    keep_hashed(block)
+        without_hash, with_hash = release(
+            ordered_blocks if type(ordered_blocks) is list else list(ordered_blocks)
+        )
         self.free_block_queue.prepend_n(without_hash)
         self.free_block_queue.append_n(with_hash)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_optional_seconds
@@ -130,16 +130,16 @@ def derived_block_hashes(request: TraceRequest, hash_block_size: int) -> list[Bl
     their token-path block hashes are (``hash_block_size`` divides the trace's)."""
     per_block = request.block_size // hash_block_size
     places = [j.to_bytes(4, "big") for j in range(per_block)]
-    keys: list[BlockHash] = []
+    keys: list[bytes] = []  # each a BlockHash: chain + place, joined in C by map
     chain = b""
     for hash_id in request.hash_ids[: request.full_blocks]:
         chain = _chain(chain, hash_id, _BLOCK_PERSON)
-        keys.extend([BlockHash(chain + place) for place in places])
+        keys.extend(map(chain.__add__, places))
     tail = (request.input_length % request.block_size) // hash_block_size
     if tail:
         own = _chain(chain, request.unique, _TAIL_PERSON)
-        keys.extend([BlockHash(own + place) for place in places[:tail]])
-    return keys
+        keys.extend(map(own.__add__, places[:tail]))
+    return cast("list[BlockHash]", keys)
 
 
 def trace_block_chains(request: TraceRequest) -> list[bytes]:

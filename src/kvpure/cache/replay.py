@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvpure.cache.errors import TraceFieldError, UnknownRequestError
+from kvpure.cache.mamba_split import mamba_aligned_split
 from kvpure.cache.manager import KVCacheManager
 from kvpure.cache.request import CacheRequest, RequestStatus
-from kvpure.cache.rules import mamba_align_chunk_end, mamba_last_cache_position
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.trace import (
     AdmissionOutcome,
@@ -141,42 +141,6 @@ class CacheReplay:
 
     # -- scheduler steps ------------------------------------------------------------------------
 
-    def _mamba_split(self, request: CacheRequest, num_new_tokens: int, num_hit: int) -> int:
-        """vLLM's ``_mamba_block_aligned_split``: prefill chunks end on block boundaries,
-        and stop at the last cacheable one (0.33+: the last one a later request can hit,
-        :func:`~kvpure.cache.rules.mamba_last_cache_position`)."""
-        start = request.num_computed_tokens + num_hit
-        prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
-        if start >= prefill_end:
-            return num_new_tokens
-        config = self.config
-        block_size = config.block_size
-        last = mamba_last_cache_position(
-            self.rules,
-            num_tokens=request.num_tokens,
-            block_size=block_size,
-            drop_eagle_block=config.use_eagle,
-            num_lookahead_hashes=config.num_hash_lookahead_tokens,
-        )
-        end = mamba_align_chunk_end(
-            self.rules,
-            start=start,
-            end=start + num_new_tokens,
-            block_size=block_size,
-            last_cache_position=last,
-            prefill_end=prefill_end,
-            max_prefill_tokens=config.max_num_batched_tokens,
-        )
-        next_boundary = (start // block_size + 1) * block_size
-        junction = request.shared_prefix_boundary
-        stops = (
-            next_boundary if start % block_size != 0 and next_boundary <= last else 0,
-            last,
-            start + (junction - start) // block_size * block_size if start < junction < end else 0,
-        )
-        end = min((s for s in stops if start < s < end), default=end)
-        return max(end - start, 0)
-
     def _any_running(self) -> bool:
         return any(r.status is RequestStatus.RUNNING for r in self.requests.values())
 
@@ -188,7 +152,7 @@ class CacheReplay:
         request.shared_prefix_boundary = boundary
         num_new = min(request.num_tokens - num_hit, self.config.max_num_batched_tokens)
         if self.config.need_mamba_block_aligned_split:
-            num_new = self._mamba_split(request, num_new, num_hit)
+            num_new = mamba_aligned_split(self.config, request, num_new, num_hit)
 
         def outcome(steps: tuple[StepRecord, ...], admitted: bool) -> AdmissionOutcome:
             return AdmissionOutcome(
@@ -235,7 +199,7 @@ class CacheReplay:
             self.config.max_model_len - 1 - computed,
         )
         if self.config.need_mamba_block_aligned_split:
-            num_new = self._mamba_split(request, num_new, 0)
+            num_new = mamba_aligned_split(self.config, request, num_new, 0)
         if num_new <= 0:
             return StepRecord(num_new_tokens=0, allocated=None, new_block_ids=None)
         new_blocks = manager.allocate_slots(

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
+from kvpure.cache.pool_loops import count_evictable
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
@@ -73,7 +74,7 @@ class SingleTypeKVCacheManager:
 
     @staticmethod
     def _num_evictable(blocks: Sequence[KVCacheBlock]) -> int:
-        return sum(blk.ref_cnt == 0 and not blk.is_null for blk in blocks)
+        return count_evictable(blocks)
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """Tokens no longer read by attention after ``num_computed_tokens``: none by default."""
@@ -258,13 +259,13 @@ class FullAttentionManager(SingleTypeKVCacheManager):
                 reason="fine-grained (partial-block) cache hits are not modelled",
             )
         hashes = resolve_block_hashes(block_hashes, pool.hash_block_size, block_size)
-        candidates = itertools.islice(hashes, max_length // block_size)
+        limit = max_length // block_size
         computed: HitBlocks
         if len(kv_cache_group_ids) == 1:  # one group: the pool's loop
-            computed = (pool.longest_cached_prefix(candidates, kv_cache_group_ids[0]),)
+            computed = (pool.longest_cached_prefix(hashes, kv_cache_group_ids[0], limit),)
         else:
             computed = tuple([] for _ in kv_cache_group_ids)
-            for block_hash in candidates:
+            for block_hash in itertools.islice(hashes, limit):
                 cached = pool.get_cached_block(block_hash, kv_cache_group_ids)
                 if not cached:
                     break

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from kvpure.cache.block_pool import MAX_NUM_GPU_BLOCKS
 from kvpure.cache.errors import UnboundedPoolTooLargeError
 from kvpure.cache.fleet import FleetResult
+from kvpure.cache.gc_pace import replay_gc_pace
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from kvpure.cache.shared_prefixes import SharedPrefix
 from kvpure.cache.unbounded import seen_set_applies, seen_set_count
@@ -190,13 +191,14 @@ def run_workload(
     server = ServerRun(config, max_num_seqs)
     scheme = server.scheme
     size = config.hash_block_size
-    for index, item in enumerate(requests):
-        check_length(item, index, config.max_model_len)
-        tokens = token_path or needs_tokens(config)
-        request = make_request(index, item, scheme, size, token_path=tokens)
-        if progress is not None:
-            progress(1)
-        server.submit(index, item, request)
+    with replay_gc_pace():
+        for index, item in enumerate(requests):
+            check_length(item, index, config.max_model_len)
+            tokens = token_path or needs_tokens(config)
+            request = make_request(index, item, scheme, size, token_path=tokens)
+            if progress is not None:
+                progress(1)
+            server.submit(index, item, request)
     return result_of(server)
 
 

@@ -121,11 +121,13 @@ def _closed_pipe() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python paths
+        from kvpure.cache import pool_loops
         from kvpure.free_queue import set_accelerated
         from kvpure.hashing.accelerator import set_enabled
 
         set_enabled(False)
         set_accelerated(False)
+        pool_loops.set_accelerated(False)
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         builder = build_parser

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from kvpure.cache.errors import UnboundedPoolTooLargeError
 from kvpure.cache.fleet import FleetResult, InstanceResult, run_fleet, run_round_robin_instance
+from kvpure.cache.setup import ReplayConfig
 from kvpure.cache.workload import (
     RunResult,
     WorkloadReport,
@@ -28,6 +29,7 @@ from kvpure.cache.workload import (
     workload_report,
     workload_totals,
 )
+from kvpure.cache.workload_points import run_workload_points
 from kvpure.cache.workload_server import Workload
 from kvpure.cli.cache_dask import run_on_dask, worker_workload
 from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
@@ -229,7 +231,11 @@ def run_sweep(
         )
     elif jobs <= 1:
         _set_shared(sweep, labels)
-        outcomes = [_counted(task, len(sweep.requests), progress) for task in tasks]
+        together = _actual_runs([t for t in tasks if t.kind == "actual"], progress)
+        outcomes = [
+            together[t] if t in together else _counted(t, len(sweep.requests), progress)
+            for t in tasks
+        ]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -243,6 +249,33 @@ def run_sweep(
                     future.add_done_callback(_advance(progress, step))
             outcomes = [future.result() for future in futures]
     return _rows(sweep, labels, tasks, outcomes, strict)
+
+
+def _actual_runs(
+    tasks: list[_Task], progress: Callable[[int], None] | None
+) -> dict[_Task, _Outcome]:
+    """The serial path's actual runs, every figure in one pass over the workload
+    (:func:`~kvpure.cache.workload_points.run_workload_points`): each one's result is
+    ``_run_task``'s, the workload read and a trace's block keys derived once."""
+    if _shared is None:
+        raise RuntimeError("the sweep's shared input is set before any task runs")
+    sweep, layout, labels = _shared
+    outcomes: dict[_Task, _Outcome] = {}
+    configs: list[tuple[_Task, ReplayConfig]] = []
+    for task in tasks:
+        try:
+            deployment = _deployment(sweep, layout, labels[task.index])
+            configs.append((task, replay_config(layout, deployment, sweep.vllm_version)))
+        except KVPureError as err:
+            outcomes[task] = err
+    if progress is not None and outcomes:
+        progress(len(outcomes) * len(sweep.requests))
+    if configs:
+        runs = run_workload_points(
+            sweep.requests, [config for _, config in configs], sweep.max_num_seqs, progress
+        )
+        outcomes.update(zip([task for task, _ in configs], runs, strict=True))
+    return outcomes
 
 
 def _counted(task: _Task, total: int, progress: Callable[[int], None] | None) -> _Outcome:
