@@ -32,6 +32,7 @@ Run: ``python -m bench.bench_planning_goldens [--passes 30] [--rounds 3]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import statistics
@@ -41,9 +42,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kvpure import get_kv_cache_configs
 from kvpure.errors import KVPureError
 from kvpure.interop.planning import parse_planning_input
-from kvpure import get_kv_cache_configs
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path("/work/shared/golden/vllm-0.26.0")
@@ -70,18 +71,14 @@ def kvpure_passes(cases: list[tuple[str, Case]]) -> tuple[Pass, Pass]:
 
     def plan_all() -> None:
         for one in parsed:
-            try:
+            with contextlib.suppress(KVPureError):
                 get_kv_cache_configs(one.settings, one.kv_cache_specs, one.available_memory)
-            except KVPureError:
-                pass
 
     def read_and_plan_all() -> None:
         for _, case in cases:
             one = parse_planning_input(case, vllm_version="0.26")
-            try:
+            with contextlib.suppress(KVPureError):
                 get_kv_cache_configs(one.settings, one.kv_cache_specs, one.available_memory)
-            except KVPureError:
-                pass
 
     return plan_all, read_and_plan_all
 
@@ -110,10 +107,8 @@ def vllm_passes(cases: list[tuple[str, Case]]) -> tuple[Pass, Pass] | None:
 
     def plan_all() -> None:
         for config, worker_specs, memory in zip(configs, specs, memories, strict=True):
-            try:
+            with contextlib.suppress(Exception):  # vLLM's refusals (ValueError, AssertionError)
                 plan(make_config(config), worker_specs, memory)
-            except Exception:  # noqa: BLE001  # vLLM's refusals (ValueError, AssertionError)
-                pass
 
     def read_and_plan_all() -> None:
         for _, case in cases:
@@ -123,7 +118,7 @@ def vllm_passes(cases: list[tuple[str, Case]]) -> tuple[Pass, Pass] | None:
                     for worker in case["kv_cache_specs"]
                 ]
                 plan(make_config(case["vllm_config"]), worker_specs, list(case["available_memory"]))
-            except Exception:  # noqa: BLE001  # vLLM's refusals
+            except Exception:  # vLLM's refusals
                 pass
 
     return plan_all, read_and_plan_all
