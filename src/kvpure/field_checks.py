@@ -56,6 +56,7 @@ def check_plan_inputs(
     from kvpure.errors import KVPureTypeError
     from kvpure.settings import PlannerSettings
     from kvpure.specs.base import KVCacheSpec
+    from kvpure.specs.layer_map import LayerMap
 
     if not isinstance(settings, PlannerSettings):
         raise KVPureTypeError(
@@ -73,7 +74,8 @@ def check_plan_inputs(
                 f"get_kv_cache_configs: specs_per_worker[{worker}] must map layer names to "
                 f"specs, got {type(specs).__name__}"
             )
-        for name, spec in specs.items():
+        pairs = specs.ordered_items() if isinstance(specs, LayerMap) else specs.items()
+        for name, spec in pairs:
             if not isinstance(name, str) or not isinstance(spec, KVCacheSpec):
                 raise KVPureTypeError(
                     f"get_kv_cache_configs: specs_per_worker[{worker}] must map layer names "

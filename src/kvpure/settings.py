@@ -8,7 +8,7 @@ actually reads, flattened, with vLLM's field names. vLLM's derived numbers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pyrsistent import PMap
 
@@ -183,5 +183,15 @@ class PlannerSettings:
         return self.original_max_model_len == AUTO_FIT_MAX_MODEL_LEN
 
     def with_max_model_len(self, max_model_len: int) -> PlannerSettings:
-        """A copy with another max_model_len (the estimate searches over these)."""
-        return replace(self, max_model_len=max_model_len)
+        """A copy with another max_model_len (the estimate searches over these).
+
+        Only the new value is checked: every other field was checked when ``self``
+        was built, so the copy is made field by field without the full check.
+        """
+        _check_int("max_model_len", max_model_len, 1)
+        cls = type(self)
+        copy = object.__new__(cls)
+        for name in cls.__dataclass_fields__:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "max_model_len", max_model_len)
+        return copy

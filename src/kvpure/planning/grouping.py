@@ -232,10 +232,9 @@ def create_kv_cache_group_specs(
     specs: LayerMap[KVCacheSpec], grouped_layer_names: Sequence[Sequence[str]]
 ) -> tuple[KVCacheGroupSpec, ...]:
     """One group per name list, with the merged spec of its layers."""
-    lookup = specs.by_name
     return tuple(
         KVCacheGroupSpec(
-            layer_names=tuple(names), kv_cache_spec=merge_specs([lookup[n] for n in names])
+            layer_names=tuple(names), kv_cache_spec=merge_specs([specs[n] for n in names])
         )
         for names in grouped_layer_names
     )
