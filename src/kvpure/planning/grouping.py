@@ -30,6 +30,7 @@ from kvpure.planning.grouping_promote import (
     merge_compatible_buckets,
     promote_local_kv_cache_specs,
 )
+from kvpure.planning.values import new_kv_cache_group
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     AttentionSpec,
@@ -233,7 +234,7 @@ def create_kv_cache_group_specs(
 ) -> tuple[KVCacheGroupSpec, ...]:
     """One group per name list, with the merged spec of its layers."""
     return tuple(
-        KVCacheGroupSpec(
+        new_kv_cache_group(
             layer_names=tuple(names), kv_cache_spec=merge_specs([specs[n] for n in names])
         )
         for names in grouped_layer_names
@@ -292,7 +293,7 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
         specs, mamba_states_match=rules.mamba_uniform_needs_equal_states
     )
     if uniform is not None:
-        group = KVCacheGroupSpec(layer_names=specs.names, kv_cache_spec=uniform)
+        group = new_kv_cache_group(layer_names=specs.names, kv_cache_spec=uniform)
         return KVCacheGrouping(groups=(group,), hybrid_specs_converted=converted)
     grouped_specs = group_and_unify_kv_cache_specs(specs) if rules.deepseek_v4_grouping else None
     if grouped_specs:
@@ -325,6 +326,6 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
                 else max(common_page // per_token, 1)
             )
             aligned = dataclasses.replace(spec, block_size=block, page_size_padded=common_page)
-            extra.append(KVCacheGroupSpec(layer_names=(name,), kv_cache_spec=aligned))
+            extra.append(new_kv_cache_group(layer_names=(name,), kv_cache_spec=aligned))
         groups = (*groups, *extra)
     return KVCacheGrouping(groups=groups, padding=padding, hybrid_specs_converted=converted)

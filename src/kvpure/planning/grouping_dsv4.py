@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from kvpure.errors import PlanningAssertionError
+from kvpure.planning.values import new_kv_cache_group
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     KVCacheSpec,
@@ -107,7 +108,7 @@ def get_kv_cache_groups_uniform_groups(
             check="deepseek_v4_full_mla", detail="the first group must hold only MLA layers"
         )
     groups: list[KVCacheGroupSpec] = [
-        KVCacheGroupSpec(layer_names=full_mla.kv_cache_specs.names, kv_cache_spec=full_mla)
+        new_kv_cache_group(layer_names=full_mla.kv_cache_specs.names, kv_cache_spec=full_mla)
     ]
     tuple_counts = [g.get_num_layer_tuples() for g in grouped_specs]
     num_layer_tuples = approximate_gcd(tuple_counts, lower_bound=tuple_counts[0])
@@ -156,7 +157,7 @@ def get_kv_cache_groups_uniform_groups(
                     check="deepseek_v4_uniform_type",
                     detail=f"split sliding-window group {i} is not of one uniform type",
                 )
-            groups.append(KVCacheGroupSpec(layer_names=names, kv_cache_spec=sub))
+            groups.append(new_kv_cache_group(layer_names=names, kv_cache_spec=sub))
     return tuple(groups)
 
 

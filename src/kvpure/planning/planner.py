@@ -39,6 +39,7 @@ from kvpure.planning.memory import (
     resolve_kv_cache_block_sizes,
 )
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
+from kvpure.planning.values import new_kv_cache_group, new_uniform_type_specs
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     KVCacheSpec,
@@ -157,11 +158,11 @@ def project_kv_cache_groups_to_worker(
         names = tuple(n for n in group.layer_names if n in worker_specs)
         spec = group.kv_cache_spec
         if names and isinstance(spec, UniformTypeKVCacheSpecs):
-            spec = UniformTypeKVCacheSpecs(
+            spec = new_uniform_type_specs(
                 block_size=spec.block_size, kv_cache_specs=spec.kv_cache_specs.subset(names)
             )
         projected.append(
-            KVCacheGroupSpec(
+            new_kv_cache_group(
                 layer_names=names,
                 kv_cache_spec=spec,
                 is_eagle_group=group.is_eagle_group and bool(names),
