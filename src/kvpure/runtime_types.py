@@ -45,7 +45,7 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Sized
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvpure.errors import KVPureTypeError
 
@@ -247,15 +247,7 @@ _ORIGINAL_INITS: dict[type, Callable[..., None]] = {}
 """Each :func:`typed_init` class's own (unchecked) ``__init__``."""
 
 
-def unchecked(cls: C) -> C:
-    """A constructor of ``cls`` that skips :func:`typed_init`'s type check, for code that
-    builds values from values already checked (the planning core).
-
-    The result is typed as ``cls`` so that mypy checks every call's arguments against
-    the class's fields; at run time it is a plain function that allocates the object
-    and runs the class's own ``__init__`` (its ``__post_init__`` field checks included).
-    Use it to construct only: it is not the class (``isinstance`` needs ``cls``).
-    """
+def _unchecked(cls: type) -> Callable[..., object]:
     original = _ORIGINAL_INITS.get(cls)
     if original is None:
         raise TypeError(f"unchecked: {cls.__qualname__} is not a @typed_init class")
@@ -267,7 +259,28 @@ def unchecked(cls: C) -> C:
         return made
 
     construct.__qualname__ = f"unchecked({cls.__qualname__})"
-    return typing.cast(C, construct)
+    return construct
+
+
+if TYPE_CHECKING:
+
+    def unchecked(cls: C) -> C:
+        """A constructor of ``cls`` that skips :func:`typed_init`'s type check."""
+
+else:
+
+    def unchecked(cls):
+        """A constructor of ``cls`` that skips :func:`typed_init`'s type check, for code
+        that builds values from values already checked (the planning core).
+
+        For mypy the result is ``cls`` itself, so that every call's arguments are checked
+        against the class's fields; at run time it is a plain function that allocates the
+        object and runs the class's own ``__init__`` (its ``__post_init__`` field checks
+        included). Use it to construct only: it is not the class (``isinstance`` needs
+        ``cls``). (Defined without annotations here so that no run-time checker holds the
+        function to the static type.)
+        """
+        return _unchecked(cls)
 
 
 def typed_init(cls: C) -> C:

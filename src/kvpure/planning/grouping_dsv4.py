@@ -23,6 +23,7 @@ from kvpure.specs import (
     UniformTypeKVCacheSpecs,
     cdiv,
 )
+from kvpure.specs.attention import set_page_size_padded
 from kvpure.specs.kv_cache_config import KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
 from kvpure.specs.mla import DEEPSEEK_V4
@@ -94,7 +95,7 @@ def group_and_unify_kv_cache_specs(
 def _with_raw_page_padding(spec: KVCacheSpec, page_size_padded: int) -> KVCacheSpec:
     # vLLM sets the field directly, bypassing __post_init__ (and so alignment).
     copy = dataclasses.replace(spec)
-    object.__setattr__(copy, "page_size_padded", page_size_padded)
+    set_page_size_padded(copy, page_size_padded)
     return copy
 
 

@@ -9,7 +9,7 @@ group), kvpure raises :class:`WindowSizeMismatchError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, TypedDict, cast
 
 from kvpure.errors import (
@@ -59,6 +59,8 @@ class AttentionSpec(KVCacheSpec):
     state_content_bytes: int | None = None
     kv_head_major_slots: bool = False
     tokens_per_state: int = 1
+    _page_size_bytes_memo: int = field(default=0, init=False, repr=False, compare=False)
+    """``page_size_bytes`` once computed (0: not yet); the planner asks for it often."""
 
     def __post_init__(self) -> None:
         KVCacheSpec.__post_init__(self)
@@ -100,9 +102,13 @@ class AttentionSpec(KVCacheSpec):
 
     @property
     def page_size_bytes(self) -> int:
-        if self.page_size_padded is not None:
-            return self.page_size_padded
-        return self.unpadded_page_size_bytes
+        memo = self._page_size_bytes_memo
+        if memo:
+            return memo
+        padded = self.page_size_padded
+        size = padded if padded is not None else self.unpadded_page_size_bytes
+        object.__setattr__(self, "_page_size_bytes_memo", size)
+        return size
 
     def max_num_blocks_per_req(self, settings: PlannerSettings, max_len: int) -> int:
         shards = settings.decode_context_parallel_size if self.dcp_sharded else 1
@@ -126,6 +132,14 @@ class AttentionSpec(KVCacheSpec):
             self.kv_head_major_slots,
             self.tokens_per_state,
         )
+
+
+def set_page_size_padded(spec: KVCacheSpec, page_size_padded: int | None) -> None:
+    """Set ``page_size_padded`` on a spec being built (as vLLM assigns the field), and
+    forget the page size computed before."""
+    object.__setattr__(spec, "page_size_padded", page_size_padded)
+    if isinstance(spec, AttentionSpec):
+        object.__setattr__(spec, "_page_size_bytes_memo", 0)
 
 
 def _single_window(field: str, values: Sequence[int | None]) -> int | None:

@@ -20,6 +20,7 @@ from kvpure.specs.attention import (
     FullAttentionSpec,
     SlidingWindowSpec,
     new_attention_fields,
+    set_page_size_padded,
 )
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -48,7 +49,7 @@ def _apply_alignment_padding(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> N
     real = spec.real_page_size_bytes
     padded = round_up(real, spec.alignment)
     if padded != real:
-        object.__setattr__(spec, "page_size_padded", padded)
+        set_page_size_padded(spec, padded)
 
 
 def _check_mla_fields(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
