@@ -14,7 +14,7 @@ from pyrsistent import PMap
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
-from kvpure.planning.rules import PlannerRules, planner_rules
+from kvpure.planning.rules import PLANNER_RULES, PlannerRules, planner_rules
 from kvpure.runtime_types import typed_init
 from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
@@ -36,7 +36,8 @@ MAX_SETTING_INT = 2**40
 
 
 def _check_int(field: str, value: int, minimum: int) -> None:
-    check_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
+    if type(value) is not int or not minimum <= value <= MAX_SETTING_INT:
+        check_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
 
 
 @typed_init
@@ -126,7 +127,8 @@ class PlannerSettings:
     @property
     def rules(self) -> PlannerRules:
         """The planning rules of ``vllm_version`` (one frozen record per release)."""
-        return planner_rules(self.vllm_version)
+        found = PLANNER_RULES.get(self.vllm_version)  # normalized when built
+        return found if found is not None else planner_rules(self.vllm_version)
 
     @property
     def max_concurrent_batches(self) -> int:

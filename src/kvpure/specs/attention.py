@@ -18,7 +18,7 @@ from kvpure.errors import (
     SpecMergeError,
     WindowSizeMismatchError,
 )
-from kvpure.runtime_types import typed_init
+from kvpure.runtime_types import typed_init, unchecked
 from kvpure.settings import PlannerSettings
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -249,7 +249,8 @@ def merge_full_attention(
     first = full[0]
     sliding_window = _single_window("sliding_window", [s.sliding_window for s in full])
     chunk = _single_window("attention_chunk_size", [s.attention_chunk_size for s in full])
-    build = cast(Callable[..., FullAttentionSpec], cls)  # ``extra``: the subclass's fields
+    # Built from checked specs, so without the type check (``extra``: the subclass's fields).
+    build = cast(Callable[..., FullAttentionSpec], unchecked(cls))
     merged = build(
         block_size=first.block_size,
         num_kv_heads=first.num_kv_heads,
