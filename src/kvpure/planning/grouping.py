@@ -83,13 +83,15 @@ class KVCacheGrouping:
 
 def is_kv_cache_spec_uniform(specs: LayerMap[KVCacheSpec]) -> bool:
     """Whether all layers merge into one spec (no layers counts as uniform)."""
-    if not specs:
-        return True
+    return not specs or merged_if_uniform(specs) is not None
+
+
+def merged_if_uniform(specs: LayerMap[KVCacheSpec]) -> KVCacheSpec | None:
+    """The one spec all of ``specs`` (at least one layer) merge into; None if they do not."""
     try:
-        merge_specs(specs.ordered_values())
+        return merge_specs(specs.ordered_values())
     except SpecMergeError:
-        return False
-    return True
+        return None
 
 
 def is_kv_cache_page_size_uniform(specs: LayerMap[KVCacheSpec]) -> bool:
@@ -286,9 +288,10 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
         specs = unified
     if not specs:
         return KVCacheGrouping(groups=(), hybrid_specs_converted=converted)
-    if is_kv_cache_spec_uniform(specs):
-        groups = create_kv_cache_group_specs(specs, [specs.names])
-        return KVCacheGrouping(groups=groups, hybrid_specs_converted=converted)
+    merged = merged_if_uniform(specs)
+    if merged is not None:  # one group (vLLM merges the layers a second time; same result)
+        group = new_kv_cache_group(layer_names=specs.names, kv_cache_spec=merged)
+        return KVCacheGrouping(groups=(group,), hybrid_specs_converted=converted)
     uniform = UniformTypeKVCacheSpecs.from_specs(
         specs, mamba_states_match=rules.mamba_uniform_needs_equal_states
     )

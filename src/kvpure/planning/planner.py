@@ -48,6 +48,7 @@ from kvpure.specs import (
 )
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
+from kvpure.specs.uniform import uniform_type_base_of_class
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +128,8 @@ class KVCachePlan:
 
 def merge_worker_specs(specs_per_worker: Sequence[LayerMap[KVCacheSpec]]) -> LayerMap[KVCacheSpec]:
     """All workers' layers in first-seen order; a layer must have one spec on every worker."""
+    if len(specs_per_worker) == 1:
+        return specs_per_worker[0]
     merged: dict[str, KVCacheSpec] = {}
     first_worker: dict[str, int] = {}
     for worker, specs in enumerate(specs_per_worker):
@@ -144,6 +147,9 @@ def merge_worker_specs(specs_per_worker: Sequence[LayerMap[KVCacheSpec]]) -> Lay
 
 def check_kv_cache_spec_registry(specs: LayerMap[KVCacheSpec]) -> None:
     """Every layer's spec type must be one the planner can manage."""
+    classes = {type(s) for s in specs.ordered_values()}
+    if all(uniform_type_base_of_class(cls) is not None for cls in classes):
+        return
     for name, spec in specs.ordered_items():
         if get_uniform_type_base_spec(spec) is None:
             raise UnregisteredSpecError(layer_name=name, spec_type=type(spec).__name__)

@@ -197,13 +197,19 @@ def get_kv_cache_config_from_groups(
             )
         num_blocks = max(int(available_memory // page_size // group_size), 0)
         num_blocks = may_override_num_blocks(settings, num_blocks)
-        tensors = tuple(
-            new_kv_cache_tensor(
-                size=page_size * num_blocks,
-                shared_by=tuple(g.layer_names[i] for g in groups if i < len(g.layer_names)),
+        size = page_size * num_blocks
+        if len(groups) == 1:  # one group: a tensor per layer
+            tensors = tuple(
+                new_kv_cache_tensor(size=size, shared_by=(name,)) for name in groups[0].layer_names
             )
-            for i in range(group_size)
-        )
+        else:
+            tensors = tuple(
+                new_kv_cache_tensor(
+                    size=size,
+                    shared_by=tuple(g.layer_names[i] for g in groups if i < len(g.layer_names)),
+                )
+                for i in range(group_size)
+            )
     return new_kv_cache_config(
         num_blocks=num_blocks, kv_cache_tensors=tensors, kv_cache_groups=tuple(groups)
     )

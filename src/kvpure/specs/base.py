@@ -244,7 +244,7 @@ def check_all_equal(specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
     """vLLM's base ``merge``: every spec must equal the first; the first is returned."""
     first = specs[0]
     for spec in specs[1:]:
-        if spec != first:
+        if spec is not first and spec != first:
             raise SpecMergeError(
                 reason="All layers in the same KV cache group must be the same.",
                 spec_types=spec_type_names(specs),
