@@ -281,10 +281,9 @@ def plan_case(case: object, *, vllm_version: str | None = None) -> JSONObject:
         case_input = case["input"]
     parsed = parse_planning_input(case_input, vllm_version=version)
     try:
-        plan = plan_input(parsed)
+        return render_plan(plan_input(parsed))  # the logged facts are worked out here
     except KVPureError as err:
         return render_error(err)
-    return render_plan(plan)
 
 
 __all__ = [

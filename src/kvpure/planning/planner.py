@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvpure.errors import (
     AutoFitError,
@@ -106,9 +106,37 @@ class KVCachePlan:
     hybrid_specs_converted: bool
     num_blocks_overrides: tuple[NumBlocksOverrideFact, ...]
     auto_fit: AutoFitFact | None
-    workers: tuple[WorkerPlanFacts, ...]
+    num_blocks_before_equalisation: tuple[int, ...]
+    """Each worker's block count before every worker got the smallest."""
+    block_sizes: tuple[tuple[int, int], ...]
+    """Each worker's ``(scheduler_block_size, hash_block_size)`` (resolved while planning,
+    as vLLM's engine does right after, so that a refusal is raised by the planner)."""
     scheduler: SchedulerFacts | None = None
     """Filled under vLLM 0.33+ rules (``block_sizes_from_prefix_cacheable_groups``)."""
+    _workers: tuple[WorkerPlanFacts, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    @property
+    def workers(self) -> tuple[WorkerPlanFacts, ...]:
+        """Per-worker numbers vLLM logs (capacity, concurrency, memory per request).
+
+        Worked out on first use, from the plan's own fields: ``get_kv_cache_configs``
+        does not spend time on what vLLM only logs.
+        """
+        found = self._workers
+        if found is None:
+            found = tuple(
+                _worker_facts(self.settings, config, before, sizes)
+                for config, before, sizes in zip(
+                    self.kv_cache_configs,
+                    self.num_blocks_before_equalisation,
+                    self.block_sizes,
+                    strict=True,
+                )
+            )
+            object.__setattr__(self, "_workers", found)
+        return found
 
     @property
     def needs_kv_cache_zeroing(self) -> bool:
@@ -261,9 +289,12 @@ def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
 
 
 def _worker_facts(
-    settings: PlannerSettings, config: KVCacheConfig, num_blocks_before: int
+    settings: PlannerSettings,
+    config: KVCacheConfig,
+    num_blocks_before: int,
+    block_sizes: tuple[int, int],
 ) -> WorkerPlanFacts:
-    scheduler_bs, hash_bs = resolve_kv_cache_block_sizes(config, settings)
+    scheduler_bs, hash_bs = block_sizes
     groups = config.kv_cache_groups
     capacity: int | None = None
     concurrency: float | None = None
@@ -371,7 +402,7 @@ def get_kv_cache_configs(
     min_blocks = min(c.num_blocks for c in configs)
     before = [c.num_blocks for c in configs]
     configs = [equalise_num_blocks(settings, c, min_blocks) for c in configs]
-    facts = tuple(_worker_facts(settings, c, before[i]) for i, c in enumerate(configs))
+    block_sizes = tuple(resolve_kv_cache_block_sizes(c, settings) for c in configs)
     scheduler: SchedulerFacts | None = None
     if settings.rules.block_sizes_from_prefix_cacheable_groups:
         configs = [with_tp_replicas(settings, c) for c in configs]
@@ -386,5 +417,6 @@ def get_kv_cache_configs(
         hybrid_specs_converted=grouping.hybrid_specs_converted,
         num_blocks_overrides=tuple(overrides),
         auto_fit=auto_fit,
-        workers=facts,
+        num_blocks_before_equalisation=tuple(before),
+        block_sizes=block_sizes,
     )
