@@ -74,8 +74,12 @@ def check_plan_inputs(
                 f"get_kv_cache_configs: specs_per_worker[{worker}] must map layer names to "
                 f"specs, got {type(specs).__name__}"
             )
-        pairs = specs.ordered_items() if isinstance(specs, LayerMap) else specs.items()
-        for name, spec in pairs:
+        if isinstance(specs, LayerMap):  # the common case: one set of classes per worker
+            name_types = {type(name) for name in specs.names}
+            spec_types = {type(spec) for spec in specs.ordered_values()}
+            if name_types <= {str} and all(issubclass(t, KVCacheSpec) for t in spec_types):
+                continue
+        for name, spec in specs.items():
             if not isinstance(name, str) or not isinstance(spec, KVCacheSpec):
                 raise KVPureTypeError(
                     f"get_kv_cache_configs: specs_per_worker[{worker}] must map layer names "

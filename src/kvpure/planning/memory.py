@@ -34,10 +34,17 @@ def max_memory_usage_bytes(settings: PlannerSettings, specs: Iterable[KVCacheSpe
 def _binary_search_max_model_len(
     settings: PlannerSettings, needed_bytes: Callable[[PlannerSettings], int], available_bytes: int
 ) -> int:
-    """The longest max_model_len in [1, settings.max_model_len] that fits, or 0."""
+    """The longest max_model_len in [1, settings.max_model_len] that fits, or 0.
+
+    As vLLM edits its config's ``max_model_len`` in place while it searches, the search
+    sets it on one private copy of the settings (made here, never handed out: the
+    memory functions only read it) instead of building a copy per probe.
+    """
+    probe = settings.with_max_model_len(1)
 
     def fits(model_len: int) -> bool:
-        return needed_bytes(settings.with_max_model_len(model_len)) <= available_bytes
+        object.__setattr__(probe, "max_model_len", model_len)
+        return needed_bytes(probe) <= available_bytes
 
     left, right = 1, settings.max_model_len
     if not fits(left):
