@@ -21,7 +21,6 @@ from kvpure.errors import (
     UnregisteredSpecError,
     WorkerSpecMismatchError,
 )
-from kvpure.field_checks import check_plan_inputs
 from kvpure.planning.engine_facts import (
     SchedulerFacts,
     held_back_null_block,
@@ -31,6 +30,7 @@ from kvpure.planning.engine_facts import (
     with_tp_replicas,
 )
 from kvpure.planning.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
+from kvpure.planning.inputs import check_plan_inputs
 from kvpure.planning.memory import (
     check_enough_memory,
     estimate_max_model_len_from_groups,
@@ -357,7 +357,10 @@ def get_kv_cache_configs(
     grouping: KVCacheGrouping = get_kv_cache_groups(settings, merged)
     if settings.rules.sets_extra_retained_tokens and settings.use_eagle_block_drop:
         grouping = mark_draft_groups(merged, grouping)
-    projected = [project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in workers]
+    if len(workers) == 1 and all(g.layer_names for g in grouping.groups):
+        projected = [grouping.groups]  # one worker holds every grouped layer: as they are
+    else:
+        projected = [project_kv_cache_groups_to_worker(grouping.groups, w) for w in workers]
     available = list(available_memory_per_worker)
     overrides: list[NumBlocksOverrideFact] = []
     override = settings.num_gpu_blocks_override

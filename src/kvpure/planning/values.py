@@ -1,7 +1,7 @@
 """The planning core's constructors of its result values, without the type check.
 
 ``get_kv_cache_configs`` checks its inputs once, at the public boundary
-(:func:`kvpure.field_checks.check_plan_inputs`); everything the core builds from
+(:func:`kvpure.planning.inputs.check_plan_inputs`); everything the core builds from
 them has the declared types by construction, which mypy checks on every call
 below. So the core builds tensors, groups and configs with these
 :func:`~kvpure.runtime_types.unchecked` constructors: each value's own field
