@@ -88,8 +88,8 @@ def vllm_passes(cases: list[tuple[str, Case]]) -> tuple[Pass, Pass] | None:
     sys.path.append(str(ROOT / "tools" / "vllm_oracle"))
     try:
         import run_vllm  # type: ignore[import-not-found]  # optional: vLLM on the path
-    except ImportError as err:
-        print(f"vLLM 0.26 is not importable ({err}): BASELINE rows skipped")
+    except Exception as err:  # vLLM or one of its dependencies missing: no baseline
+        print(f"vLLM 0.26 is not importable ({type(err).__name__}: {err}): BASELINE rows skipped")
         return None
     logging.getLogger("vllm").setLevel(logging.WARNING)
     configs = [case["vllm_config"] for _, case in cases]
