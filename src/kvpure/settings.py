@@ -8,13 +8,13 @@ actually reads, flattened, with vLLM's field names. vLLM's derived numbers
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyrsistent import PMap
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
-from kvpure.planning.rules import PLANNER_RULES, PlannerRules, planner_rules
+from kvpure.planning.rules import PlannerRules, planner_rules
 from kvpure.runtime_types import typed_init
 from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
@@ -89,11 +89,14 @@ class PlannerSettings:
     vllm_version: str = DEFAULT_VLLM_VERSION
     """The vLLM release whose rules plan and replay with these settings (``"0.26"``,
     ``"0.33"``, ``"0.34"``; ``"X.Y.0"`` is read as ``"X.Y"``)."""
+    _rules: PlannerRules = field(init=False, repr=False, compare=False)
+    """The rules of ``vllm_version``, looked up once (the planner reads them often)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "vllm_version", normalize_vllm_version(self.vllm_version, field="vllm_version")
         )
+        object.__setattr__(self, "_rules", planner_rules(self.vllm_version))
         _check_int("block_size", self.block_size, 1)
         if self.prefix_match_unit is not None:
             _check_int("prefix_match_unit", self.prefix_match_unit, 1)
@@ -127,8 +130,7 @@ class PlannerSettings:
     @property
     def rules(self) -> PlannerRules:
         """The planning rules of ``vllm_version`` (one frozen record per release)."""
-        found = PLANNER_RULES.get(self.vllm_version)  # normalized when built
-        return found if found is not None else planner_rules(self.vllm_version)
+        return self._rules
 
     @property
     def max_concurrent_batches(self) -> int:

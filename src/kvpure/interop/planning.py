@@ -218,7 +218,11 @@ def _check_derived(settings: PlannerSettings, cfg: Mapping[str, Any], path: str)
 
 
 def _settings_fields(settings: PlannerSettings) -> dict[str, Any]:
-    return {name: getattr(settings, name) for name in PlannerSettings.__dataclass_fields__}
+    return {
+        name: getattr(settings, name)
+        for name, spec in PlannerSettings.__dataclass_fields__.items()
+        if spec.init
+    }
 
 
 def case_vllm_version(case: object, vllm_version: str | None = None) -> str:
