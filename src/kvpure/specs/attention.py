@@ -233,6 +233,16 @@ def merge_full_attention(
     cls: type[FullAttentionSpec], specs: Sequence[KVCacheSpec], **extra: object
 ) -> FullAttentionSpec:
     """vLLM's ``FullAttentionSpec.merge``, building ``cls`` (extra fields from ``extra``)."""
+    first_spec = specs[0]
+    if (  # every layer the same plain full-attention spec: the merge is that spec
+        not extra
+        and cls is FullAttentionSpec
+        and type(first_spec) is FullAttentionSpec
+        and not first_spec.is_draft
+        and (first_spec.sliding_window is None or first_spec.attention_chunk_size is None)
+        and all(s is first_spec or s == first_spec for s in specs)
+    ):
+        return first_spec
     full: list[FullAttentionSpec] = []
     for spec in specs:
         if not isinstance(spec, FullAttentionSpec):
