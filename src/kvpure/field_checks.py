@@ -3,8 +3,9 @@
 ``bool`` is refused although it is an ``int`` subclass (``True`` is never meant
 as a block size), and so is every non-int; the error names the field.
 
-:func:`check_plan_inputs` checks the public planner's three arguments once, at
-the boundary, so that the planning core runs unchecked on known-good values.
+The public planner's three arguments are checked once, at the boundary, by
+:func:`kvpure.planning.inputs.check_plan_inputs`, so that the planning core runs
+unchecked on known-good values.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 
 from kvpure.errors import InvalidFieldError
 
-__all__ = ["MAX_MEMORY_BYTES", "check_int", "check_optional_int", "check_plan_inputs"]
+__all__ = ["MAX_MEMORY_BYTES", "check_int", "check_optional_int"]
 
 MAX_MEMORY_BYTES = 2**96
 """The largest memory figure accepted (vLLM's integer arithmetic is exact far past real
@@ -44,52 +45,3 @@ def check_optional_seconds(field: str, value: object, *, reason: str) -> None:
 def check_optional_int(field: str, value: object, *, minimum: int) -> int | None:
     """Like :func:`check_int`, but ``None`` (not set) is allowed."""
     return None if value is None else check_int(field, value, minimum=minimum)
-
-
-def check_plan_inputs(
-    settings: object, specs_per_worker: object, available_memory_per_worker: object
-) -> None:
-    """``get_kv_cache_configs``'s arguments: PlannerSettings, per-worker mappings of layer
-    names to specs, and one memory figure (an int of at most ``MAX_MEMORY_BYTES``) per worker."""
-    from collections.abc import Mapping
-
-    from kvpure.errors import KVPureTypeError
-    from kvpure.settings import PlannerSettings
-    from kvpure.specs.base import KVCacheSpec
-
-    if not isinstance(settings, PlannerSettings):
-        raise KVPureTypeError(
-            f"get_kv_cache_configs: settings must be a PlannerSettings, "
-            f"got {type(settings).__name__}"
-        )
-    if not isinstance(specs_per_worker, list | tuple):
-        raise KVPureTypeError(
-            "get_kv_cache_configs: specs_per_worker must be a list or tuple of mappings, "
-            f"got {type(specs_per_worker).__name__}"
-        )
-    for worker, specs in enumerate(specs_per_worker):
-        if not isinstance(specs, Mapping):
-            raise KVPureTypeError(
-                f"get_kv_cache_configs: specs_per_worker[{worker}] must map layer names to "
-                f"specs, got {type(specs).__name__}"
-            )
-        for name, spec in specs.items():
-            if not isinstance(name, str) or not isinstance(spec, KVCacheSpec):
-                raise KVPureTypeError(
-                    f"get_kv_cache_configs: specs_per_worker[{worker}] must map layer names "
-                    f"(str) to KVCacheSpec values, got {type(name).__name__} -> "
-                    f"{type(spec).__name__}"
-                )
-    if not isinstance(available_memory_per_worker, list | tuple):
-        raise KVPureTypeError(
-            "get_kv_cache_configs: available_memory_per_worker must be a list or tuple of "
-            f"ints (bytes), got {type(available_memory_per_worker).__name__}"
-        )
-    for worker, memory in enumerate(available_memory_per_worker):
-        # A negative figure is vLLM's own "No available memory" error, raised by the planner.
-        check_int(
-            f"available_memory[{worker}]",
-            memory,
-            minimum=-MAX_MEMORY_BYTES,
-            maximum=MAX_MEMORY_BYTES,
-        )

@@ -31,7 +31,11 @@ What a check covers, per annotation:
   ``object``/``Any`` and whatever else: not checked.
 
 Hot inner paths (the chain loop, the queue's per-block links) are not
-decorated: they check what they must explicitly.
+decorated: they check what they must explicitly. The planning core builds its
+result values with :func:`unchecked` constructors: its inputs were checked once
+at the public boundary, and what it builds from them has the declared types by
+construction (mypy checks those calls statically); the values' own field checks
+(``__post_init__``) still run.
 """
 
 from __future__ import annotations
@@ -41,11 +45,11 @@ import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Sized
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvpure.errors import KVPureTypeError
 
-__all__ = ["ITEMS_CHECKED_IN_FULL", "typed", "typed_init"]
+__all__ = ["ITEMS_CHECKED_IN_FULL", "typed", "typed_init", "unchecked"]
 
 ITEMS_CHECKED_IN_FULL = 64
 """Containers up to this length have every item checked; longer ones a sample of three."""
@@ -239,6 +243,46 @@ def _unexpected(
     )
 
 
+_ORIGINAL_INITS: dict[type, Callable[..., None]] = {}
+"""Each :func:`typed_init` class's own (unchecked) ``__init__``."""
+
+
+def _unchecked(cls: type) -> Callable[..., object]:
+    original = _ORIGINAL_INITS.get(cls)
+    if original is None:  # not a @typed_init class (a user's subclass): the class itself
+        return cls
+    new = object.__new__
+
+    def construct(*args: object, **kwargs: object) -> object:
+        made: object = new(cls)
+        original(made, *args, **kwargs)
+        return made
+
+    construct.__qualname__ = f"unchecked({cls.__qualname__})"
+    return construct
+
+
+if TYPE_CHECKING:
+
+    def unchecked(cls: C) -> C:
+        """A constructor of ``cls`` that skips :func:`typed_init`'s type check."""
+
+else:
+
+    def unchecked(cls):
+        """A constructor of ``cls`` that skips :func:`typed_init`'s type check, for code
+        that builds values from values already checked (the planning core).
+
+        For mypy the result is ``cls`` itself, so that every call's arguments are checked
+        against the class's fields; at run time it is a plain function that allocates the
+        object and runs the class's own ``__init__`` (its ``__post_init__`` field checks
+        included). Use it to construct only: it is not the class (``isinstance`` needs
+        ``cls``). (Defined without annotations here so that no run-time checker holds the
+        function to the static type.)
+        """
+        return _unchecked(cls)
+
+
 def typed_init(cls: C) -> C:
     """``cls`` with its ``__init__`` checked (apply above ``@dataclass``).
 
@@ -246,6 +290,7 @@ def typed_init(cls: C) -> C:
     first construction and replaces this placeholder on the class.
     """
     original = vars(cls).get("__init__") or getattr(cls, "__init__")  # noqa: B009  # mypy refuses cls.__init__
+    _ORIGINAL_INITS[cls] = original
 
     def __init__(self: object, *args: object, **kwargs: object) -> None:
         checked: Callable[..., None] = vars(cls)["__init__"]

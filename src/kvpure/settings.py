@@ -8,7 +8,7 @@ actually reads, flattened, with vLLM's field names. vLLM's derived numbers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 from pyrsistent import PMap
 
@@ -36,7 +36,8 @@ MAX_SETTING_INT = 2**40
 
 
 def _check_int(field: str, value: int, minimum: int) -> None:
-    check_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
+    if type(value) is not int or not minimum <= value <= MAX_SETTING_INT:
+        check_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
 
 
 @typed_init
@@ -88,11 +89,14 @@ class PlannerSettings:
     vllm_version: str = DEFAULT_VLLM_VERSION
     """The vLLM release whose rules plan and replay with these settings (``"0.26"``,
     ``"0.33"``, ``"0.34"``; ``"X.Y.0"`` is read as ``"X.Y"``)."""
+    _rules: PlannerRules = field(init=False, repr=False, compare=False)
+    """The rules of ``vllm_version``, looked up once (the planner reads them often)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "vllm_version", normalize_vllm_version(self.vllm_version, field="vllm_version")
         )
+        object.__setattr__(self, "_rules", planner_rules(self.vllm_version))
         _check_int("block_size", self.block_size, 1)
         if self.prefix_match_unit is not None:
             _check_int("prefix_match_unit", self.prefix_match_unit, 1)
@@ -126,7 +130,7 @@ class PlannerSettings:
     @property
     def rules(self) -> PlannerRules:
         """The planning rules of ``vllm_version`` (one frozen record per release)."""
-        return planner_rules(self.vllm_version)
+        return self._rules
 
     @property
     def max_concurrent_batches(self) -> int:
@@ -183,5 +187,15 @@ class PlannerSettings:
         return self.original_max_model_len == AUTO_FIT_MAX_MODEL_LEN
 
     def with_max_model_len(self, max_model_len: int) -> PlannerSettings:
-        """A copy with another max_model_len (the estimate searches over these)."""
-        return replace(self, max_model_len=max_model_len)
+        """A copy with another max_model_len (the estimate searches over these).
+
+        Only the new value is checked: every other field was checked when ``self``
+        was built, so the copy is made field by field without the full check.
+        """
+        _check_int("max_model_len", max_model_len, 1)
+        cls = type(self)
+        copy = object.__new__(cls)
+        for name in cls.__dataclass_fields__:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "max_model_len", max_model_len)
+        return copy

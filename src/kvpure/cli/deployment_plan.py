@@ -30,7 +30,6 @@ from kvpure.cli.plan_options import parse_sweep
 from kvpure.cli.plan_weights import WeightsVerdict, weight_fixes, weights_do_not_fit
 from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
-from kvpure.interop.planning import render_error
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.layout import ModelLayout
@@ -169,6 +168,8 @@ def _verdict_plan(
         if report is None:
             if as_json:
                 failure = verdict.error
+                from kvpure.interop.planning import render_error  # a failed sweep row only
+
                 data: dict[str, object] = {} if failure is None else render_error(failure)
                 data |= serve_json(serve, verdict, settings) | extra
                 return json.dumps(data, indent=2)

@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvpure.cli.input_files import read_json
 from kvpure.cli.plan_memory import add_memory_options, given_memory_options
@@ -30,13 +30,6 @@ from kvpure.cli.plan_output import config_report
 from kvpure.cli.serve_options import VLLM_OPTION, add_serve_options, given_serve_options
 from kvpure.cli.vllm_option import add_vllm_argument
 from kvpure.errors import InvalidFieldError, KVPureError
-from kvpure.interop.planning import (
-    PlanningInput,
-    parse_planning_input,
-    plan_input,
-    render_error,
-    render_plan,
-)
 from kvpure.models.hf_cache import config_argument
 from kvpure.planning.planner import KVCachePlan
 from kvpure.report.capacity import build_capacity_report
@@ -44,6 +37,9 @@ from kvpure.report.model_plan import looks_like_model_config
 from kvpure.report.text import render_report
 from kvpure.specs import UniformTypeKVCacheSpecs
 from kvpure.versions import resolve_vllm_version
+
+if TYPE_CHECKING:
+    from kvpure.interop.planning import PlanningInput
 
 EXIT_PLANNING_ERROR = 2
 
@@ -130,6 +126,8 @@ def case_file_version(data: object, flag: str | None) -> str:
 
 def read_planning_case(path: str, vllm_version: str | None = None) -> PlanningInput:
     """Parse a case file into kvpure values (InvalidFieldError names a bad field)."""
+    from kvpure.interop.planning import parse_planning_input  # planning cases only
+
     data = _read_json(path)
     return parse_planning_input(
         _case_input(data), vllm_version=case_file_version(data, vllm_version)
@@ -239,6 +237,9 @@ def run(args: argparse.Namespace) -> int:
     data = _read_json(path)
     if looks_like_model_config(data):
         return _run_config(args, data, path)
+    # A planning case: its JSON reader and writer (not needed for a config.json).
+    from kvpure.interop.planning import parse_planning_input, plan_input, render_error, render_plan
+
     version = case_file_version(data, args.vllm)
     parsed = parse_planning_input(_check_is_case(args, data), vllm_version=version)
     try:

@@ -25,7 +25,6 @@ from kvpure.cli.option_values import parse_bool
 from kvpure.cli.plan_options import Option
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, format_gib
-from kvpure.memory_profile.budget import render_vllm_log
 from kvpure.memory_profile.releases import parse_version
 from kvpure.models.config import HFConfig
 from kvpure.models.layout import ModelLayout
@@ -279,6 +278,8 @@ def memory_text(case: MemoryCase) -> str:
         f"  total memory {format_gib(total.term.bytes)} GiB from {total.source} ({mark})",
     ]
     for group in _groups(workers):
+        from kvpure.memory_profile.budget import render_vllm_log  # the memory report only
+
         lines.extend("  " + line for line in render_vllm_log(group[0].budget).splitlines())
         if len(group) > 1:
             others = ", ".join(str(w.budget.worker) for w in group[1:])

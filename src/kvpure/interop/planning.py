@@ -218,7 +218,11 @@ def _check_derived(settings: PlannerSettings, cfg: Mapping[str, Any], path: str)
 
 
 def _settings_fields(settings: PlannerSettings) -> dict[str, Any]:
-    return {name: getattr(settings, name) for name in PlannerSettings.__dataclass_fields__}
+    return {
+        name: getattr(settings, name)
+        for name, spec in PlannerSettings.__dataclass_fields__.items()
+        if spec.init
+    }
 
 
 def case_vllm_version(case: object, vllm_version: str | None = None) -> str:
@@ -281,10 +285,9 @@ def plan_case(case: object, *, vllm_version: str | None = None) -> JSONObject:
         case_input = case["input"]
     parsed = parse_planning_input(case_input, vllm_version=version)
     try:
-        plan = plan_input(parsed)
+        return render_plan(plan_input(parsed))  # the logged facts are worked out here
     except KVPureError as err:
         return render_error(err)
-    return render_plan(plan)
 
 
 __all__ = [

@@ -129,7 +129,14 @@ _PARSERS: dict[str, Callable[[str, object], object]] = {
 
 
 def _init_fields(cls: type[KVCacheSpec]) -> tuple[dataclasses.Field[Any], ...]:
-    return tuple(f for f in dataclasses.fields(cls) if f.init)
+    found = _INIT_FIELDS.get(cls)
+    if found is None:
+        found = _INIT_FIELDS[cls] = tuple(f for f in dataclasses.fields(cls) if f.init)
+    return found
+
+
+_INIT_FIELDS: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
+"""Each spec class's init fields (read once per class)."""
 
 
 #: 0.33+ fields whose non-default values change a page in ways kvpure does not model.
@@ -253,10 +260,19 @@ def parse_layer_specs(
         raise InvalidFieldError(
             field=path or "kv_cache_specs", value=obj, reason="must be a JSON object"
         )
-    return LayerMap.from_pairs(
-        (name, parse_kv_cache_spec(spec, _join(path, name), vllm_version=vllm_version))
-        for name, spec in obj.items()
-    )
+    # Layers of one kind repeat the same object: each distinct text is read once and
+    # its (immutable) spec shared. ``repr`` tells 1, 1.0 and True apart, as the reader does.
+    read: dict[str, KVCacheSpec] = {}
+    pairs: list[tuple[str, KVCacheSpec]] = []
+    for name, spec_obj in obj.items():
+        key = repr(spec_obj)
+        spec = read.get(key)
+        if spec is None:
+            spec = read[key] = parse_kv_cache_spec(
+                spec_obj, _join(path, name), vllm_version=vllm_version
+            )
+        pairs.append((name, spec))
+    return LayerMap.from_pairs(pairs)
 
 
 def _render_value(value: object, version: str) -> object:

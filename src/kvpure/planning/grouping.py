@@ -30,6 +30,7 @@ from kvpure.planning.grouping_promote import (
     merge_compatible_buckets,
     promote_local_kv_cache_specs,
 )
+from kvpure.planning.values import new_kv_cache_group
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     AttentionSpec,
@@ -82,13 +83,15 @@ class KVCacheGrouping:
 
 def is_kv_cache_spec_uniform(specs: LayerMap[KVCacheSpec]) -> bool:
     """Whether all layers merge into one spec (no layers counts as uniform)."""
-    if not specs:
-        return True
+    return not specs or merged_if_uniform(specs) is not None
+
+
+def merged_if_uniform(specs: LayerMap[KVCacheSpec]) -> KVCacheSpec | None:
+    """The one spec all of ``specs`` (at least one layer) merge into; None if they do not."""
     try:
-        merge_specs(specs.ordered_values())
+        return merge_specs(specs.ordered_values())
     except SpecMergeError:
-        return False
-    return True
+        return None
 
 
 def is_kv_cache_page_size_uniform(specs: LayerMap[KVCacheSpec]) -> bool:
@@ -232,10 +235,9 @@ def create_kv_cache_group_specs(
     specs: LayerMap[KVCacheSpec], grouped_layer_names: Sequence[Sequence[str]]
 ) -> tuple[KVCacheGroupSpec, ...]:
     """One group per name list, with the merged spec of its layers."""
-    lookup = specs.by_name
     return tuple(
-        KVCacheGroupSpec(
-            layer_names=tuple(names), kv_cache_spec=merge_specs([lookup[n] for n in names])
+        new_kv_cache_group(
+            layer_names=tuple(names), kv_cache_spec=merge_specs([specs[n] for n in names])
         )
         for names in grouped_layer_names
     )
@@ -286,14 +288,15 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
         specs = unified
     if not specs:
         return KVCacheGrouping(groups=(), hybrid_specs_converted=converted)
-    if is_kv_cache_spec_uniform(specs):
-        groups = create_kv_cache_group_specs(specs, [specs.names])
-        return KVCacheGrouping(groups=groups, hybrid_specs_converted=converted)
+    merged = merged_if_uniform(specs)
+    if merged is not None:  # one group (vLLM merges the layers a second time; same result)
+        group = new_kv_cache_group(layer_names=specs.names, kv_cache_spec=merged)
+        return KVCacheGrouping(groups=(group,), hybrid_specs_converted=converted)
     uniform = UniformTypeKVCacheSpecs.from_specs(
         specs, mamba_states_match=rules.mamba_uniform_needs_equal_states
     )
     if uniform is not None:
-        group = KVCacheGroupSpec(layer_names=specs.names, kv_cache_spec=uniform)
+        group = new_kv_cache_group(layer_names=specs.names, kv_cache_spec=uniform)
         return KVCacheGrouping(groups=(group,), hybrid_specs_converted=converted)
     grouped_specs = group_and_unify_kv_cache_specs(specs) if rules.deepseek_v4_grouping else None
     if grouped_specs:
@@ -326,6 +329,6 @@ def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec])
                 else max(common_page // per_token, 1)
             )
             aligned = dataclasses.replace(spec, block_size=block, page_size_padded=common_page)
-            extra.append(KVCacheGroupSpec(layer_names=(name,), kv_cache_spec=aligned))
+            extra.append(new_kv_cache_group(layer_names=(name,), kv_cache_spec=aligned))
         groups = (*groups, *extra)
     return KVCacheGrouping(groups=groups, padding=padding, hybrid_specs_converted=converted)

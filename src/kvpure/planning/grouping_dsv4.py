@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from kvpure.errors import PlanningAssertionError
+from kvpure.planning.values import new_kv_cache_group
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     KVCacheSpec,
@@ -22,6 +23,7 @@ from kvpure.specs import (
     UniformTypeKVCacheSpecs,
     cdiv,
 )
+from kvpure.specs.attention import set_page_size_padded
 from kvpure.specs.kv_cache_config import KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
 from kvpure.specs.mla import DEEPSEEK_V4
@@ -93,7 +95,7 @@ def group_and_unify_kv_cache_specs(
 def _with_raw_page_padding(spec: KVCacheSpec, page_size_padded: int) -> KVCacheSpec:
     # vLLM sets the field directly, bypassing __post_init__ (and so alignment).
     copy = dataclasses.replace(spec)
-    object.__setattr__(copy, "page_size_padded", page_size_padded)
+    set_page_size_padded(copy, page_size_padded)
     return copy
 
 
@@ -107,7 +109,7 @@ def get_kv_cache_groups_uniform_groups(
             check="deepseek_v4_full_mla", detail="the first group must hold only MLA layers"
         )
     groups: list[KVCacheGroupSpec] = [
-        KVCacheGroupSpec(layer_names=full_mla.kv_cache_specs.names, kv_cache_spec=full_mla)
+        new_kv_cache_group(layer_names=full_mla.kv_cache_specs.names, kv_cache_spec=full_mla)
     ]
     tuple_counts = [g.get_num_layer_tuples() for g in grouped_specs]
     num_layer_tuples = approximate_gcd(tuple_counts, lower_bound=tuple_counts[0])
@@ -156,7 +158,7 @@ def get_kv_cache_groups_uniform_groups(
                     check="deepseek_v4_uniform_type",
                     detail=f"split sliding-window group {i} is not of one uniform type",
                 )
-            groups.append(KVCacheGroupSpec(layer_names=names, kv_cache_spec=sub))
+            groups.append(new_kv_cache_group(layer_names=names, kv_cache_spec=sub))
     return tuple(groups)
 
 

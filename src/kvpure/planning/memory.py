@@ -34,10 +34,17 @@ def max_memory_usage_bytes(settings: PlannerSettings, specs: Iterable[KVCacheSpe
 def _binary_search_max_model_len(
     settings: PlannerSettings, needed_bytes: Callable[[PlannerSettings], int], available_bytes: int
 ) -> int:
-    """The longest max_model_len in [1, settings.max_model_len] that fits, or 0."""
+    """The longest max_model_len in [1, settings.max_model_len] that fits, or 0.
+
+    As vLLM edits its config's ``max_model_len`` in place while it searches, the search
+    sets it on one private copy of the settings (made here, never handed out: the
+    memory functions only read it) instead of building a copy per probe.
+    """
+    probe = settings.with_max_model_len(1)
 
     def fits(model_len: int) -> bool:
-        return needed_bytes(settings.with_max_model_len(model_len)) <= available_bytes
+        object.__setattr__(probe, "max_model_len", model_len)
+        return needed_bytes(probe) <= available_bytes
 
     left, right = 1, settings.max_model_len
     if not fits(left):
@@ -79,35 +86,47 @@ def max_memory_usage_bytes_from_groups(
     bytes per block by the sum of the groups' pages; 0.26 (``kv_cache_utils``) had a
     formula per layout.
     """
+    return groups_memory(settings, groups)(settings)
+
+
+def groups_memory(
+    settings: PlannerSettings, groups: Sequence[KVCacheGroupSpec]
+) -> Callable[[PlannerSettings], int]:
+    """:func:`max_memory_usage_bytes_from_groups` as a function of the settings, with what
+    does not depend on ``max_model_len`` (layout, page sizes, group size) worked out once:
+    the max_model_len search calls it for every probe."""
     if not groups:
-        return 0
+        return lambda _settings: 0
     if settings.rules.memory_from_pool_bytes_per_block:
         per_block = single_pool_bytes_per_block(groups)
-        return per_block * sum(_group_pages(settings, g.kv_cache_spec) for g in groups)
+        specs = tuple(g.kv_cache_spec for g in groups)
+        return lambda s: per_block * sum(_group_pages(s, spec) for spec in specs)
     first = groups[0].kv_cache_spec
     if len(groups) == 1 and isinstance(first, UniformTypeKVCacheSpecs):
-        return max_memory_usage_bytes(settings, first.kv_cache_specs.ordered_values())
+        layers = first.kv_cache_specs.ordered_values()
+        return lambda s: max_memory_usage_bytes(s, layers)
     uniform_specs = [g.kv_cache_spec for g in groups]
     if all(isinstance(s, UniformTypeKVCacheSpecs) for s in uniform_specs):
         typed = [s for s in uniform_specs if isinstance(s, UniformTypeKVCacheSpecs)]
         layer_tuple_bytes = sum(typed[0].get_page_sizes())
         num_layer_tuples = max(s.get_num_layer_tuples() for s in typed)
-        return sum(
-            num_layer_tuples * s.max_memory_usage_pages(settings) * layer_tuple_bytes for s in typed
+        return lambda s: sum(
+            num_layer_tuples * spec.max_memory_usage_pages(s) * layer_tuple_bytes for spec in typed
         )
     group_size = max(len(g.layer_names) for g in groups)
     page_size = get_uniform_page_size(uniform_specs)
-    blocks_needed = sum(cdiv(s.max_memory_usage_bytes(settings), page_size) for s in uniform_specs)
-    return group_size * page_size * blocks_needed
+    return lambda s: (
+        group_size
+        * page_size
+        * sum(cdiv(spec.max_memory_usage_bytes(s), page_size) for spec in uniform_specs)
+    )
 
 
 def estimate_max_model_len_from_groups(
     settings: PlannerSettings, groups: Sequence[KVCacheGroupSpec], available_memory: int
 ) -> int:
     """The longest max_model_len whose group memory fits ``available_memory`` (0: none)."""
-    return _binary_search_max_model_len(
-        settings, lambda s: max_memory_usage_bytes_from_groups(s, groups), available_memory
-    )
+    return _binary_search_max_model_len(settings, groups_memory(settings, groups), available_memory)
 
 
 def check_enough_memory(

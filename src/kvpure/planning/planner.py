@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from kvpure.errors import (
     AutoFitError,
@@ -21,7 +20,6 @@ from kvpure.errors import (
     UnregisteredSpecError,
     WorkerSpecMismatchError,
 )
-from kvpure.field_checks import check_plan_inputs
 from kvpure.planning.engine_facts import (
     SchedulerFacts,
     held_back_null_block,
@@ -30,15 +28,23 @@ from kvpure.planning.engine_facts import (
     scheduler_facts,
     with_tp_replicas,
 )
-from kvpure.planning.grouping import KVCacheGrouping, PaddingFact, get_kv_cache_groups
+from kvpure.planning.grouping import KVCacheGrouping, get_kv_cache_groups
+from kvpure.planning.inputs import check_plan_inputs
 from kvpure.planning.memory import (
     check_enough_memory,
     estimate_max_model_len_from_groups,
-    get_kv_cache_capacity,
     max_memory_usage_bytes_from_groups,
     resolve_kv_cache_block_sizes,
 )
+from kvpure.planning.plan import (
+    AutoFitFact,
+    KVCachePlan,
+    NumBlocksOverrideFact,
+    WorkerPlanFacts,
+    generate_scheduler_kv_cache_config,
+)
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
+from kvpure.planning.values import new_kv_cache_group, new_uniform_type_specs
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     KVCacheSpec,
@@ -47,85 +53,13 @@ from kvpure.specs import (
 )
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec
 from kvpure.specs.layer_map import LayerMap
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NumBlocksOverrideFact:
-    """vLLM's "Overriding num_gpu_blocks=N with num_gpu_blocks_override=M" for one worker."""
-
-    worker: int
-    num_blocks_from_memory: int
-    num_gpu_blocks_override: int
-    bytes_per_block: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AutoFitFact:
-    """What auto-fitting max_model_len decided (vLLM logs it)."""
-
-    original_max_model_len: int
-    fitted_max_model_len: int
-    limiting_available_bytes: int | None
-    attention_free: bool = False
-
-    @property
-    def reduced(self) -> bool:
-        """Whether the model's full context did not fit and max_model_len was lowered."""
-        return self.fitted_max_model_len < self.original_max_model_len
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerPlanFacts:
-    """Per-worker numbers vLLM logs or derives from the final config.
-
-    ``kv_cache_capacity_tokens`` and ``max_concurrency`` are None for a
-    worker without KV cache groups.
-    """
-
-    num_blocks_before_equalisation: int
-    kv_cache_capacity_tokens: int | None
-    max_concurrency: float | None
-    group_max_memory_usage_bytes: tuple[int, ...]
-    max_memory_usage_bytes_from_groups: int
-    scheduler_block_size: int
-    hash_block_size: int
-    pool_bytes_per_block: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KVCachePlan:
-    """The result of :func:`get_kv_cache_configs`: one config per worker, plus facts."""
-
-    kv_cache_configs: tuple[KVCacheConfig, ...]
-    final_max_model_len: int
-    settings: PlannerSettings
-    kv_cache_groups: tuple[KVCacheGroupSpec, ...]
-    padding: tuple[PaddingFact, ...]
-    hybrid_specs_converted: bool
-    num_blocks_overrides: tuple[NumBlocksOverrideFact, ...]
-    auto_fit: AutoFitFact | None
-    workers: tuple[WorkerPlanFacts, ...]
-    scheduler: SchedulerFacts | None = None
-    """Filled under vLLM 0.33+ rules (``block_sizes_from_prefix_cacheable_groups``)."""
-
-    @property
-    def needs_kv_cache_zeroing(self) -> bool:
-        """vLLM 0.33+: every worker zeroes new blocks if any worker holds Mamba state."""
-        return any(c.needs_kv_cache_zeroing for c in self.kv_cache_configs)
-
-    @property
-    def num_blocks(self) -> int:
-        """The block count every worker shares."""
-        return self.kv_cache_configs[0].num_blocks
-
-    @property
-    def scheduler_kv_cache_config(self) -> KVCacheConfig:
-        """The scheduler's config (vLLM's ``generate_scheduler_kv_cache_config``)."""
-        return generate_scheduler_kv_cache_config(self.kv_cache_configs)
+from kvpure.specs.uniform import uniform_type_base_of_class
 
 
 def merge_worker_specs(specs_per_worker: Sequence[LayerMap[KVCacheSpec]]) -> LayerMap[KVCacheSpec]:
     """All workers' layers in first-seen order; a layer must have one spec on every worker."""
+    if len(specs_per_worker) == 1:
+        return specs_per_worker[0]
     merged: dict[str, KVCacheSpec] = {}
     first_worker: dict[str, int] = {}
     for worker, specs in enumerate(specs_per_worker):
@@ -143,6 +77,9 @@ def merge_worker_specs(specs_per_worker: Sequence[LayerMap[KVCacheSpec]]) -> Lay
 
 def check_kv_cache_spec_registry(specs: LayerMap[KVCacheSpec]) -> None:
     """Every layer's spec type must be one the planner can manage."""
+    classes = {type(s) for s in specs.ordered_values()}
+    if all(uniform_type_base_of_class(cls) is not None for cls in classes):
+        return
     for name, spec in specs.ordered_items():
         if get_uniform_type_base_spec(spec) is None:
             raise UnregisteredSpecError(layer_name=name, spec_type=type(spec).__name__)
@@ -157,33 +94,17 @@ def project_kv_cache_groups_to_worker(
         names = tuple(n for n in group.layer_names if n in worker_specs)
         spec = group.kv_cache_spec
         if names and isinstance(spec, UniformTypeKVCacheSpecs):
-            spec = UniformTypeKVCacheSpecs(
+            spec = new_uniform_type_specs(
                 block_size=spec.block_size, kv_cache_specs=spec.kv_cache_specs.subset(names)
             )
         projected.append(
-            KVCacheGroupSpec(
+            new_kv_cache_group(
                 layer_names=names,
                 kv_cache_spec=spec,
                 is_eagle_group=group.is_eagle_group and bool(names),
             )
         )
     return tuple(projected)
-
-
-def generate_scheduler_kv_cache_config(configs: Sequence[KVCacheConfig]) -> KVCacheConfig:
-    """Worker 0's config with each uniform-type group spec replaced by its first layer's spec."""
-    if any(c.num_blocks != configs[0].num_blocks for c in configs):
-        raise PlanningAssertionError(
-            check="scheduler_num_blocks", detail="all workers must have the same num_blocks"
-        )
-    first = configs[0]
-    groups = tuple(
-        dataclasses.replace(g, kv_cache_spec=g.kv_cache_spec.kv_cache_specs.ordered_values()[0])
-        if isinstance(g.kv_cache_spec, UniformTypeKVCacheSpecs)
-        else g
-        for g in first.kv_cache_groups
-    )
-    return dataclasses.replace(first, kv_cache_groups=groups)
 
 
 def _auto_fit(
@@ -253,29 +174,6 @@ def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
     return dataclasses.replace(config, num_blocks=num_blocks, kv_cache_tensors=tensors)
 
 
-def _worker_facts(
-    settings: PlannerSettings, config: KVCacheConfig, num_blocks_before: int
-) -> WorkerPlanFacts:
-    scheduler_bs, hash_bs = resolve_kv_cache_block_sizes(config, settings)
-    groups = config.kv_cache_groups
-    capacity: int | None = None
-    concurrency: float | None = None
-    if groups:
-        capacity, concurrency = get_kv_cache_capacity(settings, config)
-    return WorkerPlanFacts(
-        pool_bytes_per_block=pool_bytes_per_block(settings, groups) if groups else 0,
-        num_blocks_before_equalisation=num_blocks_before,
-        kv_cache_capacity_tokens=capacity,
-        max_concurrency=concurrency,
-        group_max_memory_usage_bytes=tuple(
-            g.kv_cache_spec.max_memory_usage_bytes(settings) for g in groups
-        ),
-        max_memory_usage_bytes_from_groups=max_memory_usage_bytes_from_groups(settings, groups),
-        scheduler_block_size=scheduler_bs,
-        hash_block_size=hash_bs,
-    )
-
-
 def _check_worker_memory(
     settings: PlannerSettings, groups: tuple[KVCacheGroupSpec, ...], available_memory: int
 ) -> None:
@@ -319,7 +217,10 @@ def get_kv_cache_configs(
     grouping: KVCacheGrouping = get_kv_cache_groups(settings, merged)
     if settings.rules.sets_extra_retained_tokens and settings.use_eagle_block_drop:
         grouping = mark_draft_groups(merged, grouping)
-    projected = [project_kv_cache_groups_to_worker(grouping.groups, worker) for worker in workers]
+    if len(workers) == 1 and all(g.layer_names for g in grouping.groups):
+        projected = [grouping.groups]  # one worker holds every grouped layer: as they are
+    else:
+        projected = [project_kv_cache_groups_to_worker(grouping.groups, w) for w in workers]
     available = list(available_memory_per_worker)
     overrides: list[NumBlocksOverrideFact] = []
     override = settings.num_gpu_blocks_override
@@ -364,7 +265,7 @@ def get_kv_cache_configs(
     min_blocks = min(c.num_blocks for c in configs)
     before = [c.num_blocks for c in configs]
     configs = [equalise_num_blocks(settings, c, min_blocks) for c in configs]
-    facts = tuple(_worker_facts(settings, c, before[i]) for i, c in enumerate(configs))
+    block_sizes = tuple(resolve_kv_cache_block_sizes(c, settings) for c in configs)
     scheduler: SchedulerFacts | None = None
     if settings.rules.block_sizes_from_prefix_cacheable_groups:
         configs = [with_tp_replicas(settings, c) for c in configs]
@@ -379,5 +280,20 @@ def get_kv_cache_configs(
         hybrid_specs_converted=grouping.hybrid_specs_converted,
         num_blocks_overrides=tuple(overrides),
         auto_fit=auto_fit,
-        workers=facts,
+        num_blocks_before_equalisation=tuple(before),
+        block_sizes=block_sizes,
     )
+
+
+__all__ = [
+    "AutoFitFact",
+    "KVCachePlan",
+    "NumBlocksOverrideFact",
+    "WorkerPlanFacts",
+    "check_kv_cache_spec_registry",
+    "equalise_num_blocks",
+    "generate_scheduler_kv_cache_config",
+    "get_kv_cache_configs",
+    "merge_worker_specs",
+    "project_kv_cache_groups_to_worker",
+]

@@ -149,6 +149,9 @@ PLANNER_RULES: dict[str, PlannerRules] = {
 def planner_rules(vllm_version: str) -> PlannerRules:
     """The rules record of a release (``"0.34"`` or ``"0.34.0"``); unknown names raise
     :class:`~kvpure.versions.UnknownVllmVersionError`."""
+    found = PLANNER_RULES.get(vllm_version)  # the normalized name: one dict look-up
+    if found is not None and type(vllm_version) is str:
+        return found
     return PLANNER_RULES[normalize_vllm_version(vllm_version, field="vllm_version")]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from kvpure.errors import PlanningAssertionError
 from kvpure.planning.grouping import get_uniform_page_size
+from kvpure.planning.values import new_kv_cache_config, new_kv_cache_tensor
 from kvpure.settings import PlannerSettings
 from kvpure.specs import KVCacheSpec, UniformTypeKVCacheSpecs, round_up
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
@@ -114,7 +115,7 @@ def _packed_tensors(
     for page, slots in buckets.items():
         for slot in slots:
             tensors.append(
-                KVCacheTensor(
+                new_kv_cache_tensor(
                     size=total, shared_by=tuple(slot), offset=offset, block_stride=per_block
                 )
             )
@@ -139,7 +140,7 @@ def single_backing_tensors(
             block_stride = layer_block_stride(spec)
             layer_stride = block_stride * num_blocks
             tensors.append(
-                KVCacheTensor(
+                new_kv_cache_tensor(
                     size=size,
                     shared_by=tuple(names),
                     offset=offset,
@@ -160,7 +161,7 @@ def get_kv_cache_config_from_groups(
     (:func:`single_backing_tensors`) or 0.26's three layouts.
     """
     if not groups:
-        return KVCacheConfig(num_blocks=1, kv_cache_tensors=(), kv_cache_groups=())
+        return new_kv_cache_config(num_blocks=1, kv_cache_tensors=(), kv_cache_groups=())
     if settings.rules.single_backing_allocation:
         per_block = single_pool_bytes_per_block(groups)
         if per_block == 0:  # vLLM divides by it (ZeroDivisionError)
@@ -169,7 +170,7 @@ def get_kv_cache_config_from_groups(
                 detail="the worker's groups hold no layers (zero bytes per block)",
             )
         num_blocks = may_override_num_blocks(settings, available_memory // per_block)
-        return KVCacheConfig(
+        return new_kv_cache_config(
             num_blocks=num_blocks,
             kv_cache_tensors=single_backing_tensors(groups, num_blocks),
             kv_cache_groups=tuple(groups),
@@ -180,7 +181,9 @@ def get_kv_cache_config_from_groups(
         num_blocks = may_override_num_blocks(settings, available_memory // first.page_size_bytes)
         per_layer = first.kv_cache_specs
         tensors = tuple(
-            KVCacheTensor(size=per_layer[name].page_size_bytes * num_blocks, shared_by=(name,))
+            new_kv_cache_tensor(
+                size=per_layer[name].page_size_bytes * num_blocks, shared_by=(name,)
+            )
             for name in groups[0].layer_names
         )
     elif use_packed_kv_cache_config(settings, groups):
@@ -194,13 +197,19 @@ def get_kv_cache_config_from_groups(
             )
         num_blocks = max(int(available_memory // page_size // group_size), 0)
         num_blocks = may_override_num_blocks(settings, num_blocks)
-        tensors = tuple(
-            KVCacheTensor(
-                size=page_size * num_blocks,
-                shared_by=tuple(g.layer_names[i] for g in groups if i < len(g.layer_names)),
+        size = page_size * num_blocks
+        if len(groups) == 1:  # one group: a tensor per layer
+            tensors = tuple(
+                new_kv_cache_tensor(size=size, shared_by=(name,)) for name in groups[0].layer_names
             )
-            for i in range(group_size)
-        )
-    return KVCacheConfig(
+        else:
+            tensors = tuple(
+                new_kv_cache_tensor(
+                    size=size,
+                    shared_by=tuple(g.layer_names[i] for g in groups if i < len(g.layer_names)),
+                )
+                for i in range(group_size)
+            )
+    return new_kv_cache_config(
         num_blocks=num_blocks, kv_cache_tensors=tensors, kv_cache_groups=tuple(groups)
     )

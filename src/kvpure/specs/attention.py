@@ -9,7 +9,7 @@ group), kvpure raises :class:`WindowSizeMismatchError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, TypedDict, cast
 
 from kvpure.errors import (
@@ -18,7 +18,7 @@ from kvpure.errors import (
     SpecMergeError,
     WindowSizeMismatchError,
 )
-from kvpure.runtime_types import typed_init
+from kvpure.runtime_types import typed_init, unchecked
 from kvpure.settings import PlannerSettings
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -59,6 +59,8 @@ class AttentionSpec(KVCacheSpec):
     state_content_bytes: int | None = None
     kv_head_major_slots: bool = False
     tokens_per_state: int = 1
+    _page_size_bytes_memo: int = field(default=0, init=False, repr=False, compare=False)
+    """``page_size_bytes`` once computed (0: not yet); the planner asks for it often."""
 
     def __post_init__(self) -> None:
         KVCacheSpec.__post_init__(self)
@@ -100,9 +102,13 @@ class AttentionSpec(KVCacheSpec):
 
     @property
     def page_size_bytes(self) -> int:
-        if self.page_size_padded is not None:
-            return self.page_size_padded
-        return self.unpadded_page_size_bytes
+        memo = self._page_size_bytes_memo
+        if memo:
+            return memo
+        padded = self.page_size_padded
+        size = padded if padded is not None else self.unpadded_page_size_bytes
+        object.__setattr__(self, "_page_size_bytes_memo", size)
+        return size
 
     def max_num_blocks_per_req(self, settings: PlannerSettings, max_len: int) -> int:
         shards = settings.decode_context_parallel_size if self.dcp_sharded else 1
@@ -126,6 +132,14 @@ class AttentionSpec(KVCacheSpec):
             self.kv_head_major_slots,
             self.tokens_per_state,
         )
+
+
+def set_page_size_padded(spec: KVCacheSpec, page_size_padded: int | None) -> None:
+    """Set ``page_size_padded`` on a spec being built (as vLLM assigns the field), and
+    forget the page size computed before."""
+    object.__setattr__(spec, "page_size_padded", page_size_padded)
+    if isinstance(spec, AttentionSpec):
+        object.__setattr__(spec, "_page_size_bytes_memo", 0)
 
 
 def _single_window(field: str, values: Sequence[int | None]) -> int | None:
@@ -219,6 +233,16 @@ def merge_full_attention(
     cls: type[FullAttentionSpec], specs: Sequence[KVCacheSpec], **extra: object
 ) -> FullAttentionSpec:
     """vLLM's ``FullAttentionSpec.merge``, building ``cls`` (extra fields from ``extra``)."""
+    first_spec = specs[0]
+    if (  # every layer the same plain full-attention spec: the merge is that spec
+        not extra
+        and cls is FullAttentionSpec
+        and type(first_spec) is FullAttentionSpec
+        and not first_spec.is_draft
+        and (first_spec.sliding_window is None or first_spec.attention_chunk_size is None)
+        and all(s is first_spec or s == first_spec for s in specs)
+    ):
+        return first_spec
     full: list[FullAttentionSpec] = []
     for spec in specs:
         if not isinstance(spec, FullAttentionSpec):
@@ -235,7 +259,8 @@ def merge_full_attention(
     first = full[0]
     sliding_window = _single_window("sliding_window", [s.sliding_window for s in full])
     chunk = _single_window("attention_chunk_size", [s.attention_chunk_size for s in full])
-    build = cast(Callable[..., FullAttentionSpec], cls)  # ``extra``: the subclass's fields
+    # Built from checked specs, so without the type check (``extra``: the subclass's fields).
+    build = cast(Callable[..., FullAttentionSpec], unchecked(cls))
     merged = build(
         block_size=first.block_size,
         num_kv_heads=first.num_kv_heads,

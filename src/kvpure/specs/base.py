@@ -159,18 +159,20 @@ def nvfp4_kv_cache_full_dim(head_size: int) -> int:
 
 def check_positive(field: str, value: int) -> None:
     """Raise InvalidFieldError unless ``value`` is an int greater than zero."""
-    check_int(field, value, minimum=1)
+    if type(value) is not int or value < 1:  # the common case answered without a call
+        check_int(field, value, minimum=1)
 
 
 def check_non_negative(field: str, value: int) -> None:
     """Raise InvalidFieldError unless ``value`` is an int of at least zero."""
-    check_int(field, value, minimum=0)
+    if type(value) is not int or value < 0:
+        check_int(field, value, minimum=0)
 
 
 def check_optional_positive(field: str, value: int | None) -> None:
     """Like :func:`check_positive`, but ``None`` is allowed."""
-    if value is not None:
-        check_positive(field, value)
+    if value is not None and (type(value) is not int or value < 1):
+        check_int(field, value, minimum=1)
 
 
 @typed_init
@@ -242,7 +244,7 @@ def check_all_equal(specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
     """vLLM's base ``merge``: every spec must equal the first; the first is returned."""
     first = specs[0]
     for spec in specs[1:]:
-        if spec != first:
+        if spec is not first and spec != first:
             raise SpecMergeError(
                 reason="All layers in the same KV cache group must be the same.",
                 spec_types=spec_type_names(specs),

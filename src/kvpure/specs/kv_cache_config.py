@@ -38,6 +38,23 @@ class KVCacheTensor:
     host_resident: bool = False
 
     def __post_init__(self) -> None:
+        size, offset, block_stride, layer_stride = (
+            self.size,
+            self.offset,
+            self.block_stride,
+            self.layer_stride,
+        )
+        if (  # the common case in one test; the checks below name the field at fault
+            type(size) is int
+            and type(offset) is int
+            and type(block_stride) is int
+            and type(layer_stride) is int
+            and size >= 0
+            and offset >= 0
+            and block_stride >= 0
+            and layer_stride >= 0
+        ):
+            return
         check_non_negative("size", self.size)
         check_non_negative("offset", self.offset)
         check_non_negative("block_stride", self.block_stride)

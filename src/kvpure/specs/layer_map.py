@@ -27,6 +27,9 @@ class LayerMap(Mapping[str, V], Generic[V]):
     names: tuple[str, ...]
     by_name: PMap[str, V]
     _values: tuple[V, ...] = field(init=False, repr=False)
+    _lookup: dict[str, V] = field(init=False, repr=False)
+    """``by_name`` as a plain dict (never handed out, never changed): a dict look-up is
+    many times quicker than a PMap's, and the planner looks layers up often."""
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.by_name):
@@ -35,7 +38,8 @@ class LayerMap(Mapping[str, V], Generic[V]):
                 value=self.names,
                 reason="layer names must be unique and match the lookup map",
             )
-        lookup = self.by_name
+        lookup = dict(self.by_name.items())
+        object.__setattr__(self, "_lookup", lookup)
         object.__setattr__(self, "_values", tuple(lookup[n] for n in self.names))
 
     @classmethod
@@ -63,7 +67,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
         return LayerMap(names=(), by_name=pmap())
 
     def __getitem__(self, name: str) -> V:
-        return self.by_name[name]
+        return self._lookup[name]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
@@ -72,7 +76,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
         return len(self.names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.by_name
+        return name in self._lookup
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LayerMap):
@@ -85,7 +89,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
         return hash(self.by_name)
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{n!r}: {self.by_name[n]!r}" for n in self.names)
+        inner = ", ".join(f"{n!r}: {v!r}" for n, v in zip(self.names, self._values, strict=True))
         return f"LayerMap({{{inner}}})"
 
     def ordered_values(self) -> tuple[V, ...]:
@@ -98,7 +102,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
 
     def subset(self, names: Iterable[str]) -> LayerMap[V]:
         """The map restricted to ``names``, in the order given."""
-        lookup = self.by_name
+        lookup = self._lookup
         return LayerMap.from_pairs((n, lookup[n]) for n in names)
 
     def replace_values(self, updates: Mapping[str, W]) -> LayerMap[V | W]:
@@ -106,7 +110,7 @@ class LayerMap(Mapping[str, V], Generic[V]):
         if not updates:
             return self
         for name in updates:
-            if name not in self.by_name:
+            if name not in self._lookup:
                 raise InvalidFieldError(field=name, value=name, reason="no such layer")
         return LayerMap(names=self.names, by_name=self.by_name.update(updates))
 

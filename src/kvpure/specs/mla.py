@@ -9,17 +9,19 @@ pads the page up to a multiple of it, after construction, as vLLM does.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
-from kvpure.runtime_types import typed_init
+from kvpure.runtime_types import typed_init, unchecked
 from kvpure.specs.attention import (
     AttentionSpec,
     FullAttentionSpec,
     SlidingWindowSpec,
     new_attention_fields,
+    set_page_size_padded,
 )
 from kvpure.specs.base import (
     KVCacheSpec,
@@ -48,7 +50,7 @@ def _apply_alignment_padding(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> N
     real = spec.real_page_size_bytes
     padded = round_up(real, spec.alignment)
     if padded != real:
-        object.__setattr__(spec, "page_size_padded", padded)
+        set_page_size_padded(spec, padded)
 
 
 def _check_mla_fields(spec: MLAAttentionSpec | SlidingWindowMLASpec) -> None:
@@ -73,6 +75,22 @@ def _all_of(cls: type[SpecT], specs: Sequence[KVCacheSpec]) -> list[SpecT]:
             )
         out.append(spec)
     return out
+
+
+_MLA_SHARED_FIELDS: tuple[str, ...] = (
+    "cache_dtype_str",
+    "compress_ratio",
+    "model_version",
+    "indexes_kv_by_block_stride",
+    "topk_buffer_width",
+    "tokens_per_state",
+    "cache_role",
+    "is_index_group_leader",
+    "block_stride_alignment",
+)
+"""The fields every layer of one MLA group must share (vLLM's merge asserts each)."""
+
+_mla_shared_values = operator.attrgetter(*_MLA_SHARED_FIELDS)
 
 
 def _single(specs: Sequence[KVCacheSpec], name: str) -> None:
@@ -127,20 +145,11 @@ class MLAAttentionSpec(FullAttentionSpec):
     @classmethod
     def merge(cls, specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
         mla = _all_of(MLAAttentionSpec, specs)
-        for name in (
-            "cache_dtype_str",
-            "compress_ratio",
-            "model_version",
-            "indexes_kv_by_block_stride",
-            "topk_buffer_width",
-            "tokens_per_state",
-            "cache_role",
-            "is_index_group_leader",
-            "block_stride_alignment",
-        ):
-            _single(mla, name)
+        if len({_mla_shared_values(s) for s in mla}) != 1:  # one pass; the field named below
+            for name in _MLA_SHARED_FIELDS:
+                _single(mla, name)
         first = mla[0]
-        return cls(
+        return unchecked(cls)(  # built from checked specs
             block_size=first.block_size,
             num_kv_heads=first.num_kv_heads,
             head_size=first.head_size,
@@ -225,7 +234,7 @@ class SlidingWindowMLASpec(SlidingWindowSpec):
         ):
             _single(swa, name)
         first = swa[0]
-        return cls(
+        return unchecked(cls)(  # built from checked specs
             block_size=first.block_size,
             num_kv_heads=first.num_kv_heads,
             head_size=first.head_size,

@@ -45,7 +45,12 @@ UNIFORM_TYPE_BASE_SPEC: dict[type[KVCacheSpec], type[KVCacheSpec]] = {
 
 def get_uniform_type_base_spec(spec: KVCacheSpec) -> type[KVCacheSpec] | None:
     """The registered uniform-type base of ``spec``'s class, or None if unregistered."""
-    for base in type(spec).__mro__:
+    return uniform_type_base_of_class(type(spec))
+
+
+def uniform_type_base_of_class(cls: type) -> type[KVCacheSpec] | None:
+    """The registered uniform-type base of a spec class, or None if unregistered."""
+    for base in cls.__mro__:
         found = UNIFORM_TYPE_BASE_SPEC.get(base)
         if found is not None:
             return found
