@@ -109,7 +109,11 @@ def test_auto_fit_gives_the_longest_length_that_plans(
     memory = data.draw(st.integers(1, 2 * least), label="memory")
     auto = PlannerSettings(
         **{
-            **{f: getattr(settings_, f) for f in settings_.__dataclass_fields__},
+            **{
+                f: getattr(settings_, f)
+                for f, spec in settings_.__dataclass_fields__.items()
+                if spec.init
+            },
             "original_max_model_len": AUTO_FIT_MAX_MODEL_LEN,
         },
     )
@@ -136,7 +140,11 @@ def test_override_sets_the_blocks_and_the_memory_admitted(
     per_block = pool_bytes_per_block(settings_, plain.kv_cache_configs[0].kv_cache_groups)
     overridden = PlannerSettings(
         **{
-            **{f: getattr(settings_, f) for f in settings_.__dataclass_fields__},
+            **{
+                f: getattr(settings_, f)
+                for f, spec in settings_.__dataclass_fields__.items()
+                if spec.init
+            },
             "num_gpu_blocks_override": override,
         },
     )
