@@ -27,8 +27,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, overload
 
 __all__ = [
     "MAX_LITERAL_CHARS",
@@ -101,15 +101,87 @@ def check_size(value: object, what: str = "a value") -> object:
     return value
 
 
-def budgeted_range(*args: int) -> Iterator[int]:
-    """The sandbox's ``range``, reading the clock every few steps."""
+class BudgetedRange(Sequence[int]):
+    """The sandbox's ``range``: jinja2's ``range`` object, reading the clock while iterated.
+
+    To a template it is the ``range`` that transformers' sandbox hands out (a
+    length, items, slices, a truth value, ``start``/``stop``/``step``, the same
+    printed form); only iterating it reads the clock, every
+    :data:`_RANGE_STRIDE` steps.
+    """
+
+    __slots__ = ("_steps",)
+
+    def __init__(self, steps: range) -> None:
+        self._steps = steps
+
+    @property
+    def start(self) -> int:
+        return self._steps.start
+
+    @property
+    def stop(self) -> int:
+        return self._steps.stop
+
+    @property
+    def step(self) -> int:
+        return self._steps.step
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def __bool__(self) -> bool:
+        return bool(self._steps)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> BudgetedRange: ...
+
+    def __getitem__(self, index: int | slice) -> int | BudgetedRange:
+        if isinstance(index, slice):
+            return BudgetedRange(self._steps[index])
+        return self._steps[index]
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._steps
+
+    def __iter__(self) -> Iterator[int]:
+        steps = self._steps
+        for start in range(0, len(steps), _RANGE_STRIDE):
+            BUDGET.tick()
+            yield from steps[start : start + _RANGE_STRIDE]
+
+    def __reversed__(self) -> Iterator[int]:
+        return iter(BudgetedRange(self._steps[::-1]))
+
+    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
+        if start == 0 and stop is None:
+            return self._steps.index(value)
+        return super().index(value, start, len(self) if stop is None else stop)
+
+    def count(self, value: Any) -> int:
+        return self._steps.count(value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BudgetedRange):
+            return self._steps == other._steps
+        return self._steps == other
+
+    def __hash__(self) -> int:
+        return hash(self._steps)
+
+    def __repr__(self) -> str:
+        return repr(self._steps)
+
+
+def budgeted_range(*args: int) -> BudgetedRange:
+    """The sandbox's ``range``: jinja2's ``safe_range`` (with its size cap), budgeted."""
     from jinja2.sandbox import safe_range
 
-    steps = safe_range(*args)
     BUDGET.tick()
-    for start in range(0, len(steps), _RANGE_STRIDE):
-        BUDGET.tick()
-        yield from steps[start : start + _RANGE_STRIDE]
+    return BudgetedRange(safe_range(*args))
 
 
 def _length(value: object) -> int | None:
