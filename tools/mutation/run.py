@@ -62,9 +62,10 @@ _SERVE_TESTS = (
 )
 _TEXT_TESTS = (
     "tests/test_text_range.py",
+    "tests/test_text_budget_bounds.py",
     "tests/test_text_budget.py",
-    "tests/test_text_prompts.py",
 )
+_TEXT_PROMPT_TESTS = (*_TEXT_TESTS, "tests/test_text_prompts.py")
 
 TARGETS: dict[str, tuple[str, ...]] = {
     # module (under src/) -> the fast test files that its mutants must fail
@@ -120,7 +121,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
         )
     },
     **{
-        f"kvpure/text/{name}.py": _TEXT_TESTS
+        f"kvpure/text/{name}.py": _TEXT_PROMPT_TESTS
+        if name in ("chat_template", "tokenizer")
+        else _TEXT_TESTS
         for name in ("budget", "chat_template", "errors", "sandbox", "tokenizer")
     },
     "kvpure/free_queue.py": (

@@ -1,0 +1,125 @@
+"""Each bound of a chat template's render holds exactly at its stated figure.
+
+The figures are those stated in :mod:`kvpure.text.budget`'s docstring and in
+issue 24 (4 Mi characters of text per prompt): written here as numbers, not
+read from the module, so a changed bound fails. At the bound a template
+renders what transformers renders (its compiled template, the one
+``apply_chat_template`` uses); one step past it, the render ends in
+:class:`ChatTemplateError`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvpure.text import budget
+from kvpure.text.chat_template import ChatMessage, ChatTemplate
+from kvpure.text.errors import ChatTemplateError
+
+pytest.importorskip("jinja2")
+
+TEXT = 4 * 2**20  # characters a template may build or render (and a prompt may hold)
+MESSAGES = (ChatMessage(role="user", texts=("hi",)),)
+
+
+def _render(source: str) -> str:
+    return ChatTemplate(source, {}, where="t").render(MESSAGES, where="w")
+
+
+def _transformers(source: str) -> str:
+    utils = pytest.importorskip("transformers.utils.chat_template_utils")
+    template = utils._compile_jinja_template(source)
+    return str(template.render(messages=[{"role": "user", "content": "hi"}]))
+
+
+def test_the_stated_figures() -> None:
+    assert budget.MAX_TEXT_CHARS == TEXT
+    assert budget.MAX_TEMPLATE_CHARS == 2**20
+    assert budget.MAX_LITERAL_CHARS == 64 * 2**10
+    assert budget.MAX_LITERAL_INT == 2**64
+    assert budget.MAX_POWER_BITS == 4096
+    assert budget.RENDER_SECONDS == 2.0
+
+
+# each: (renders as in transformers, one step past the bound)
+AT_AND_PAST: dict[str, tuple[str, str]] = {
+    "repeat, sequence left": (
+        f"{{{{ ('ab' * {TEXT // 2})|length }}}}",
+        f"{{{{ ('ab' * {TEXT // 2 + 1})|length }}}}",
+    ),
+    "repeat, sequence right": (
+        f"{{{{ ({TEXT // 4} * [1, 2, 3, 4])|length }}}}",
+        f"{{{{ ({TEXT // 4 + 1} * [1, 2, 3, 4])|length }}}}",
+    ),
+    "power": ("{{ 2 ** 2048 }}", "{{ 2 ** 2049 }}"),
+    "power of a negative base": ("{{ (-3) ** 2048 }}", "{{ (-3) ** 2049 }}"),
+    "product": (
+        "{% set x = 2 ** 2047 %}{{ x * x }}",
+        "{% set x = 2 ** 2047 %}{% set y = 2 ** 2048 %}{{ x * y }}",
+    ),
+    "plus": (
+        f"{{% set x = 'a' * {TEXT - 3} %}}{{{{ (x + 'abc')|length }}}}",
+        f"{{% set x = 'a' * {TEXT - 3} %}}{{{{ (x + 'abcd')|length }}}}",
+    ),
+    "plus of lists": (
+        f"{{% set x = [0] * {TEXT - 1} %}}{{{{ (x + [1])|length }}}}",
+        f"{{% set x = [0] * {TEXT - 1} %}}{{{{ (x + [1, 2])|length }}}}",
+    ),
+    "percent width": (
+        f"{{{{ ('%{TEXT}s' % 'x')|length }}}}",
+        f"{{{{ ('%{TEXT + 1}s' % 'x')|length }}}}",
+    ),
+    "tilde": (
+        f"{{% set x = 'a' * {TEXT - 2} %}}{{{{ (x ~ 'bc')|length }}}}",
+        f"{{% set x = 'a' * {TEXT - 2} %}}{{{{ (x ~ 'bcd')|length }}}}",
+    ),
+    "ljust": (
+        f"{{{{ 'a'.ljust({TEXT})|length }}}}",
+        f"{{{{ 'a'.ljust({TEXT + 1})|length }}}}",
+    ),
+    "str.replace": (
+        "{{ ('a' * 4096).replace('a', 'b' * 1024)|length }}",
+        "{{ ('a' * 4096).replace('a', 'b' * 1025)|length }}",
+    ),
+    "str.replace, same length": (
+        f"{{{{ ('a' * {TEXT}).replace('a', 'b')|length }}}}",
+        f"{{{{ ('a' * {TEXT}).replace('a', 'bc')|length }}}}",
+    ),
+    "center filter": (
+        f"{{{{ 'a'|center({TEXT})|length }}}}",
+        f"{{{{ 'a'|center({TEXT + 1})|length }}}}",
+    ),
+    "replace filter": (
+        "{{ ('a' * 4096)|replace('a', 'b' * 1024)|length }}",
+        "{{ ('a' * 4096)|replace('a', 'b' * 1025)|length }}",
+    ),
+    "output": (
+        f"{{{{ 'a' * {TEXT - 2} }}}}{{{{ 'bc' }}}}",
+        f"{{{{ 'a' * {TEXT - 2} }}}}{{{{ 'bcd' }}}}",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(AT_AND_PAST))
+def test_at_the_bound_as_transformers_and_past_it_refused(name: str) -> None:
+    at, past = AT_AND_PAST[name]
+    assert _render(at) == _transformers(at)
+    with pytest.raises(ChatTemplateError):
+        _render(past)
+
+
+SMALL: list[str] = [
+    "{{ 1 ** 5000 }}{{ (-1) ** 5001 }}{{ 0 ** 5000 }}{{ 2 ** 0 }}{{ 2 ** -2 }}",
+    "{{ 2.0 ** 3 }}{{ 7 % 3 }}{{ 7.5 % 2 }}{{ [1] * 3 }}{{ 3 * 'ab' }}{{ 'ab' * -1 }}",
+    "{{ 'a'.ljust(-5) }}{{ 'ab'.replace('', '-') }}{{ 'aaa'.replace('a', '') }}",
+    "{{ 'x'|center }}{{ 'a\nb'|indent }}{{ 'a\nb'|indent(2, true) }}{{ 'a\nb'|indent('> ') }}",
+    "{{ '%s-%s'|format(1, 2) }}{{ 'a b'|replace('a') if false else 'a b'|replace('a', 'c') }}",
+    "{{ 'ab'|replace('', '.') }}{{ 'hello world'|wordwrap(5) }}{{ 'a'|center(3.5) if false }}",
+    "{{ [1, 2] ~ (3, 4) ~ none }}{{ 'x' ~ 1 ~ 2.5 }}{{ ('a', 'b') + ('c',) }}",
+    "{{ '{}/{}'.format(1, 2) }}{{ '{a}'.format_map({'a': 1}) }}{{ [1, 2].index(2) }}",
+]
+
+
+@pytest.mark.parametrize("source", SMALL)
+def test_within_the_bounds_as_transformers(source: str) -> None:
+    assert _render(source) == _transformers(source)
