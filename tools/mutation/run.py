@@ -47,7 +47,12 @@ _EVENTS_TESTS = (
     "tests/test_events_live.py",
     "tests/test_events_lookahead.py",
     "tests/test_events_roundtrip.py",
+    "tests/test_events_api_audit.py",
+)
+_EVENTS_AUDIT_TESTS = (
     "tests/test_events_audit.py",
+    "tests/test_events_lookahead.py",
+    "tests/test_events_roundtrip.py",
     "tests/test_events_api_audit.py",
     "tests/test_events_cli.py",
 )
@@ -89,7 +94,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "kvpure/cache/rules.py": ("tests/test_cache_rules.py", "tests/test_cache_golden_034.py"),
     # issue 24 (mutev): events/, serve/, text/ -- the fast files first (pytest -x stops early)
     **{
-        f"kvpure/events/{name}.py": _EVENTS_TESTS
+        f"kvpure/events/{name}.py": _EVENTS_AUDIT_TESTS
+        if name.startswith("audit")
+        else _EVENTS_TESTS
         for name in (
             "audit",
             "audit_check",
