@@ -66,8 +66,8 @@ _SERVE_TESTS = (
     "tests/test_serve_cli.py",
 )
 _TEXT_TESTS = (
-    "tests/test_text_range.py",
     "tests/test_text_budget_bounds.py",
+    "tests/test_text_range.py",
     "tests/test_text_budget.py",
 )
 _TEXT_PROMPT_TESTS = (*_TEXT_TESTS, "tests/test_text_prompts.py")
@@ -177,7 +177,18 @@ TIMEOUT_FLOOR = 60.0
 """The least time a mutant's run may take before it is killed (and counted as a timeout)."""
 
 PRELOAD = ("pytest", "hypothesis", "beartype", "beartype.claw", "pyrsistent", "msgspec")
-PRELOAD_OPTIONAL = ("xxhash", "cbor2", "_pytest.python", "_pytest.assertion.rewrite")
+PRELOAD_OPTIONAL = (
+    "xxhash",
+    "cbor2",
+    "_pytest.python",
+    "_pytest.assertion.rewrite",
+    # text/: the chat template tests compare with transformers' renderer (seconds to import)
+    "jinja2.sandbox",
+    "jinja2.ext",
+    "jinja2.meta",
+    "tokenizers",
+    "transformers.utils.chat_template_utils",
+)
 
 
 @dataclass(frozen=True)
