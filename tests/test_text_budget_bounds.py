@@ -10,6 +10,8 @@ renders what transformers renders (its compiled template, the one
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from kvpure.text import budget
@@ -53,6 +55,10 @@ AT_AND_PAST: dict[str, tuple[str, str]] = {
     ),
     "power": ("{{ 2 ** 2048 }}", "{{ 2 ** 2049 }}"),
     "power of a negative base": ("{{ (-3) ** 2048 }}", "{{ (-3) ** 2049 }}"),
+    "power of a sum": (
+        "{% set x = 2 ** 2047 %}{% set y = x * x %}{{ (y + y) ** 1 }}",
+        "{% set x = 2 ** 2047 %}{% set y = x * x %}{{ (y + y + y + y) ** 1 }}",
+    ),
     "product": (
         "{% set x = 2 ** 2047 %}{{ x * x }}",
         "{% set x = 2 ** 2047 %}{% set y = 2 ** 2048 %}{{ x * y }}",
@@ -116,6 +122,8 @@ SMALL: list[str] = [
     "{{ '%s-%s'|format(1, 2) }}{{ 'a b'|replace('a') if false else 'a b'|replace('a', 'c') }}",
     "{{ 'ab'|replace('', '.') }}{{ 'hello world'|wordwrap(5) }}{{ 'a'|center(3.5) if false }}",
     "{{ [1, 2] ~ (3, 4) ~ none }}{{ 'x' ~ 1 ~ 2.5 }}{{ ('a', 'b') + ('c',) }}",
+    "{{ 1 + 2 }}{{ 1.5 + 2 }}{{ '%00000001s' % 'x' }}{{ '%0s' % 'x' }}",
+    "{{ '{:00000003}'.format(1) }}{{ '%08.3f' % 2.5 }}",
     "{{ '{}/{}'.format(1, 2) }}{{ '{a}'.format_map({'a': 1}) }}{{ [1, 2].index(2) }}",
 ]
 
@@ -123,3 +131,31 @@ SMALL: list[str] = [
 @pytest.mark.parametrize("source", SMALL)
 def test_within_the_bounds_as_transformers(source: str) -> None:
     assert _render(source) == _transformers(source)
+
+
+def test_past_the_deadline_every_hook_stops() -> None:
+    """The clock is read at range creation and iteration, operators, joins, calls, filters."""
+    from kvpure.text.sandbox import environment
+
+    filters = environment().filters
+    hooks: dict[str, Callable[[], object]] = {
+        "range": lambda: budget.budgeted_range(3),
+        "range iteration": lambda: list(budget.BudgetedRange(range(3))),
+        "operator": lambda: budget.checked_binop("+", 1, 2),
+        "join": lambda: budget.checked_join(("a", "b"), "".join),
+        "call": lambda: budget.check_call_arguments("a".upper, (), {}),
+        "filter": lambda: filters["center"]("a", 3),
+    }
+    for hook in hooks.values():
+        budget.BUDGET.deadline = 0.0
+        try:
+            with pytest.raises(budget.BudgetExceeded, match="budget"):
+                hook()
+        finally:
+            budget.BUDGET.stop()
+        hook()  # within the deadline it runs
+
+
+def test_outside_a_render_there_is_no_deadline() -> None:
+    assert _render("{{ 'ok' }}") == "ok"
+    assert budget.BUDGET.deadline == float("inf")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kvpure.text.chat_template import ChatMessage, ChatTemplate
+from kvpure.text.errors import ChatTemplateError
 
 pytest.importorskip("jinja2")
 
@@ -34,8 +35,10 @@ TEMPLATES = [
     "{{ range(5)|batch(2)|list }}",
     "{{ range(6)|select('odd')|list }}",
     "{{ range(3).start }}{{ range(2, 9, 3).stop }}{{ range(2, 9, 3).step }}",
-    "{{ range(5).index(3) }}{{ range(5).count(9) }}",
+    "{{ range(5).index(3) }}{{ range(5).index(0) }}{{ range(5).count(9) }}{{ range(5).count(4) }}",
     "{{ range(3) == range(3) }}{{ range(3) == range(4) }}{{ range(0, 3) != range(3) }}",
+    "{{ range(3) == [0, 1, 2] }}{{ range(3) != 5 }}",
+    "{{ [range(2), range(2), range(3)]|unique|list|length }}",
     "{% for i in range(3) %}{{ loop.length }}{{ loop.revindex }}{{ loop.last }}{% endfor %}",
     "{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}",
     "{% for i in range(2000) %}{% if loop.last %}{{ i }}{% endif %}{% endfor %}",
@@ -57,3 +60,12 @@ def test_range_renders_as_in_transformers(source: str) -> None:
     expected = _transformers_render(source)
     messages = (ChatMessage(role="user", texts=("hi",)),)
     assert ChatTemplate(source, {}, where="t").render(messages, where="w") == expected
+
+
+@pytest.mark.parametrize("source", ["{{ range(5).index(3, 1) }}", "{{ range(5).index(7) }}"])
+def test_range_methods_fail_as_in_transformers(source: str) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        _transformers_render(source)
+    messages = (ChatMessage(role="user", texts=("hi",)),)
+    with pytest.raises(ChatTemplateError):
+        ChatTemplate(source, {}, where="t").render(messages, where="w")

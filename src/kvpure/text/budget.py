@@ -27,7 +27,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, Final, overload
 
 __all__ = [
@@ -101,7 +101,7 @@ def check_size(value: object, what: str = "a value") -> object:
     return value
 
 
-class BudgetedRange(Sequence[int]):
+class BudgetedRange:
     """The sandbox's ``range``: jinja2's ``range`` object, reading the clock while iterated.
 
     To a template it is the ``range`` that transformers' sandbox hands out (a
@@ -156,10 +156,8 @@ class BudgetedRange(Sequence[int]):
     def __reversed__(self) -> Iterator[int]:
         return iter(BudgetedRange(self._steps[::-1]))
 
-    def index(self, value: Any, start: int = 0, stop: int | None = None) -> int:
-        if start == 0 and stop is None:
-            return self._steps.index(value)
-        return super().index(value, start, len(self) if stop is None else stop)
+    def index(self, value: Any) -> int:
+        return self._steps.index(value)
 
     def count(self, value: Any) -> int:
         return self._steps.count(value)
@@ -235,7 +233,8 @@ _WIDTHS = re.compile(r"\d+")
 def _check_format_widths(spec: str) -> None:
     """Refuse a format string holding a number (a width or precision) over the text bound."""
     for digits in _WIDTHS.findall(spec):
-        if len(digits) > 7 or int(digits) > MAX_TEXT_CHARS:
+        significant = digits.lstrip("0")  # a leading 0 is the zero-padding flag
+        if len(significant) > 7 or int(significant or "0") > MAX_TEXT_CHARS:
             raise BudgetExceeded(
                 f"the chat template formats with a width of {digits[:20]} "
                 f"(at most {MAX_TEXT_CHARS:,})"
