@@ -67,10 +67,6 @@ AT_AND_PAST: dict[str, tuple[str, str]] = {
         f"{{% set x = 'a' * {TEXT - 3} %}}{{{{ (x + 'abc')|length }}}}",
         f"{{% set x = 'a' * {TEXT - 3} %}}{{{{ (x + 'abcd')|length }}}}",
     ),
-    "plus of lists": (
-        f"{{% set x = [0] * {TEXT - 1} %}}{{{{ (x + [1])|length }}}}",
-        f"{{% set x = [0] * {TEXT - 1} %}}{{{{ (x + [1, 2])|length }}}}",
-    ),
     "percent width": (
         f"{{{{ ('%{TEXT}s' % 'x')|length }}}}",
         f"{{{{ ('%{TEXT + 1}s' % 'x')|length }}}}",
