@@ -68,6 +68,7 @@ _SERVE_TESTS = (
 _TEXT_TESTS = (
     "tests/test_text_budget_bounds.py",
     "tests/test_text_range.py",
+    "tests/test_text_sandbox.py",
     "tests/test_text_budget.py",
 )
 _TEXT_PROMPT_TESTS = (*_TEXT_TESTS, "tests/test_text_prompts.py")

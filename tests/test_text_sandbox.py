@@ -1,0 +1,72 @@
+"""kvpure's template sandbox gives what transformers' gives: its globals, filters and tags.
+
+Each expected text is rendered by transformers' own compiled template (the
+one ``apply_chat_template`` uses): ``tojson`` and its keywords, the
+``{% generation %}`` tag, ``trim_blocks``/``lstrip_blocks``, loop controls,
+the namespace that refuses underscore names, ``raise_exception``,
+``strftime_now``, and ``~`` joins under autoescaping.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvpure.text.chat_template import ChatMessage, ChatTemplate
+from kvpure.text.errors import ChatTemplateError
+
+pytest.importorskip("jinja2")
+
+MESSAGES = (ChatMessage(role="user", texts=("hi",)),)
+
+TEMPLATES = [
+    "{{ {'b': 1, 'a': 'é'}|tojson }}",
+    "{{ {'b': 1, 'a': [1, 2]}|tojson(indent=2) }}",
+    "{{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }}",
+    "{{ {'b': 1, 'a': 2}|tojson(separators=(',', ':')) }}",
+    "{{ 'é'|tojson(ensure_ascii=true) }}{{ 'é'|tojson }}",
+    "a{% generation %}b{{ 1 + 1 }}{% endgeneration %}c",
+    "{% for m in messages %}\n  {% if true %}\n    {{ m['role'] }}\n  {% endif %}\n{% endfor %}\n",
+    "{% for i in range(5) %}{% if i == 1 %}{% continue %}{% endif %}"
+    "{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %}",
+    "{% set ns = namespace(a=1) %}{% set ns.b = 2 %}{{ ns.a }}{{ ns.b }}",
+    "{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}",
+    "{{ strftime_now('%Y') }}",
+    "{{ 'a' ~ 1 ~ none }}{{ messages[0]['role'] ~ '!' }}",
+    "{% autoescape true %}{{ '<' ~ 'b' }}{% endautoescape %}",
+    "{% set on = true %}{% autoescape on %}{{ '<' ~ 'b' }}{% endautoescape %}",
+    "{% set off = false %}{% autoescape off %}{{ '<' ~ 'b' }}{% endautoescape %}",
+    "{{ messages|length }}{{ messages[0].role }}{{ 'abc'[1] }}{{ 'x'.upper() }}",
+    "[{{ ''.__class__ }}|{{ range.__globals__ }}|{{ messages.__class__ }}]",
+    "{{ '%s|%d' % ('a', 2) }}{{ 2 * 3 }}{{ 2 ** 3 }}{{ 'a' + 'b' }}",
+]
+
+
+def _transformers_render(source: str) -> str:
+    utils = pytest.importorskip("transformers.utils.chat_template_utils")
+    template = utils._compile_jinja_template(source)
+    return str(template.render(messages=[{"role": "user", "content": "hi"}]))
+
+
+def _render(source: str) -> str:
+    return ChatTemplate(source, {}, where="t").render(MESSAGES, where="w")
+
+
+@pytest.mark.parametrize("source", TEMPLATES)
+def test_renders_as_in_transformers(source: str) -> None:
+    assert _render(source) == _transformers_render(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("{{ raise_exception('no system role') }}", "no system role"),
+        ("{% set ns = namespace(_a=1) %}{{ ns }}", "_a"),
+        ("{% set ns = namespace({'_a': 1}) %}{{ ns }}", "_a"),
+        ("{% set ns = namespace(a=1) %}{% set ns._b = 2 %}{{ ns.a }}", "_b"),
+    ],
+)
+def test_fails_where_transformers_fails(source: str, words: str) -> None:
+    with pytest.raises(Exception, match=words):
+        _transformers_render(source)
+    with pytest.raises(ChatTemplateError, match=words):
+        _render(source)
