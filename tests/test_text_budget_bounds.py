@@ -155,3 +155,21 @@ def test_past_the_deadline_every_hook_stops() -> None:
 def test_outside_a_render_there_is_no_deadline() -> None:
     assert _render("{{ 'ok' }}") == "ok"
     assert budget.BUDGET.deadline == float("inf")
+
+
+LITERALS: dict[str, tuple[str, str]] = {
+    "string literal": (
+        "{{ '" + "a" * 64 * 2**10 + "'|length }}",
+        "{{ '" + "a" * (64 * 2**10 + 1) + "' }}",
+    ),
+    "integer literal": (f"{{{{ {2**64} }}}}", f"{{{{ {2**64 + 1} }}}}"),
+    "source": ("x" * 2**20, "x" * (2**20 + 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(LITERALS))
+def test_a_literal_at_the_bound_loads_and_past_it_is_refused(name: str) -> None:
+    at, past = LITERALS[name]
+    assert _render(at) == _transformers(at)
+    with pytest.raises(ChatTemplateError):
+        ChatTemplate(past, {}, where="t")
