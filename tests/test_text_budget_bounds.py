@@ -10,6 +10,7 @@ renders what transformers renders (its compiled template, the one
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -173,3 +174,13 @@ def test_a_literal_at_the_bound_loads_and_past_it_is_refused(name: str) -> None:
     assert _render(at) == _transformers(at)
     with pytest.raises(ChatTemplateError):
         ChatTemplate(past, {}, where="t")
+
+
+def test_a_render_starts_a_deadline_two_seconds_away() -> None:
+    before = time.monotonic()
+    budget.BUDGET.start()
+    try:
+        assert before + 2.0 <= budget.BUDGET.deadline <= time.monotonic() + 2.0
+    finally:
+        budget.BUDGET.stop()
+    assert budget.BUDGET.deadline == float("inf")
