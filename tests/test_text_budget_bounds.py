@@ -107,7 +107,7 @@ AT_AND_PAST: dict[str, tuple[str, str]] = {
 def test_at_the_bound_as_transformers_and_past_it_refused(name: str) -> None:
     at, past = AT_AND_PAST[name]
     assert _render(at) == _transformers(at)
-    with pytest.raises(ChatTemplateError):
+    with pytest.raises(ChatTemplateError, match=r"4,194,304|over 4096 bits"):
         _render(past)
 
 
@@ -142,6 +142,8 @@ def test_past_the_deadline_every_hook_stops() -> None:
         "join": lambda: budget.checked_join(("a", "b"), "".join),
         "call": lambda: budget.check_call_arguments("a".upper, (), {}),
         "filter": lambda: filters["center"]("a", 3),
+        "attribute": lambda: environment().getattr("a", "upper"),
+        "item": lambda: environment().getitem([1], 0),
     }
     for hook in hooks.values():
         budget.BUDGET.deadline = 0.0
@@ -184,3 +186,20 @@ def test_a_render_starts_a_deadline_two_seconds_away() -> None:
     finally:
         budget.BUDGET.stop()
     assert budget.BUDGET.deadline == float("inf")
+
+
+def test_a_call_is_refused_before_it_runs_or_after_by_its_result() -> None:
+    # 'a'.ljust(2**62) would raise MemoryError: the width is refused before the call
+    with pytest.raises(ChatTemplateError, match=r"calls ljust with 4611686018427387904"):
+        _render("{{ 'a'.ljust(2 ** 62) }}")
+    sep = f"{{% set sep = 'a' * {2**21} %}}"
+    at = sep + "{{ sep.join(['', '', ''])|length }}"
+    assert _render(at) == _transformers(at) == str(TEXT)
+    with pytest.raises(ChatTemplateError, match=r"a call's result of 6,291,456 items"):
+        _render(sep + "{{ sep.join(['', '', '', ''])|length }}")
+
+
+def test_a_value_over_the_bound_is_named() -> None:
+    with pytest.raises(budget.BudgetExceeded, match="a value of 4,194,305 items"):
+        budget.check_size("a" * (TEXT + 1))
+    assert budget.check_size("a" * TEXT) == "a" * TEXT

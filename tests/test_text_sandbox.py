@@ -34,6 +34,9 @@ TEMPLATES = [
     "{{ 'a' ~ 1 ~ none }}{{ messages[0]['role'] ~ '!' }}",
     "{% autoescape true %}{{ '<' ~ 'b' }}{% endautoescape %}",
     "{% set on = true %}{% autoescape on %}{{ '<' ~ 'b' }}{% endautoescape %}",
+    "{% autoescape true %}{{ messages[0]['role'] ~ '<' }}{% endautoescape %}",
+    "{% set on = true %}{% autoescape on %}{{ messages[0]['role'] ~ '<' }}{% endautoescape %}",
+    "{% set no = false %}{% autoescape no %}{{ messages[0]['role'] ~ '<' }}{% endautoescape %}",
     "{% set off = false %}{% autoescape off %}{{ '<' ~ 'b' }}{% endautoescape %}",
     "{{ messages|length }}{{ messages[0].role }}{{ 'abc'[1] }}{{ 'x'.upper() }}",
     "[{{ ''.__class__ }}|{{ range.__globals__ }}|{{ messages.__class__ }}]",
@@ -70,3 +73,14 @@ def test_fails_where_transformers_fails(source: str, words: str) -> None:
         _transformers_render(source)
     with pytest.raises(ChatTemplateError, match=words):
         _render(source)
+
+
+def test_without_jinja2_the_sandbox_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from kvpure.text.errors import MissingExtraError
+    from kvpure.text.sandbox import environment
+
+    monkeypatch.setitem(sys.modules, "jinja2", None)
+    with pytest.raises(MissingExtraError, match=r"kvpure\[text\]"):
+        environment.__wrapped__()
