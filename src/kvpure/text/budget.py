@@ -38,8 +38,10 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "RENDER_SECONDS",
     "BudgetExceeded",
+    "BudgetedRange",
     "Budget",
     "budgeted_filters",
+    "budgeted_range",
     "check_literals",
     "check_size",
 ]
