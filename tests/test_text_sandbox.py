@@ -84,3 +84,17 @@ def test_without_jinja2_the_sandbox_names_the_extra(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "jinja2", None)
     with pytest.raises(MissingExtraError, match=r"kvpure\[text\]"):
         environment.__wrapped__()
+
+
+def test_a_loop_over_range_reads_the_render_clock() -> None:
+    from kvpure.text import budget
+    from kvpure.text.sandbox import environment
+
+    template = environment().from_string("{% for i in range(3) %}{% endfor %}")
+    budget.BUDGET.deadline = 0.0
+    try:
+        with pytest.raises(budget.BudgetExceeded):
+            template.render()
+    finally:
+        budget.BUDGET.stop()
+    assert template.render() == ""
