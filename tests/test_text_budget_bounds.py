@@ -203,3 +203,12 @@ def test_a_value_over_the_bound_is_named() -> None:
     with pytest.raises(budget.BudgetExceeded, match="a value of 4,194,305 items"):
         budget.check_size("a" * (TEXT + 1))
     assert budget.check_size("a" * TEXT) == "a" * TEXT
+
+
+def test_a_format_width_is_checked_on_format_calls_only() -> None:
+    with pytest.raises(ChatTemplateError, match="formats with a width of 4194305"):
+        _render("{{ '{:>4194305}'.format(1) }}")
+    with pytest.raises(ChatTemplateError, match="formats with a width of 4194305"):
+        _render("{{ '{a:>4194305}'.format_map({'a': 1}) }}")
+    source = "{{ '{:>99999999}'.upper() }}{{ '%99999999s'.strip() }}"
+    assert _render(source) == _transformers(source)

@@ -37,6 +37,11 @@ TEMPLATES = [
     "{% autoescape true %}{{ messages[0]['role'] ~ '<' }}{% endautoescape %}",
     "{% set on = true %}{% autoescape on %}{{ messages[0]['role'] ~ '<' }}{% endautoescape %}",
     "{% set no = false %}{% autoescape no %}{{ messages[0]['role'] ~ '<' }}{% endautoescape %}",
+    "{% autoescape true %}{{ ('<b>'|safe) ~ messages[0]['role'] ~ '<' }}{% endautoescape %}",
+    "{% set on = true %}{% autoescape on %}{{ ('<b>'|safe) ~ messages[0]['role'] ~ '<' }}"
+    "{% endautoescape %}",
+    "{% set no = false %}{% autoescape no %}{{ ('<b>'|safe) ~ messages[0]['role'] ~ '<' }}"
+    "{% endautoescape %}",
     "{% set off = false %}{% autoescape off %}{{ '<' ~ 'b' }}{% endautoescape %}",
     "{{ messages|length }}{{ messages[0].role }}{{ 'abc'[1] }}{{ 'x'.upper() }}",
     "[{{ ''.__class__ }}|{{ range.__globals__ }}|{{ messages.__class__ }}]",
