@@ -92,6 +92,18 @@ AT_AND_PAST: dict[str, tuple[str, str]] = {
         f"{{{{ 'a'|center({TEXT})|length }}}}",
         f"{{{{ 'a'|center({TEXT + 1})|length }}}}",
     ),
+    "indent filter": (
+        "{{ ('a' * 1024)|indent(4095)|length }}",
+        "{{ ('a' * 1024)|indent(4096)|length }}",
+    ),
+    "indent filter, width by name": (
+        "{{ ('a' * 1024)|indent(width=4095)|length }}",
+        "{{ ('a' * 1024)|indent(width='x' * 4096)|length }}",
+    ),
+    "center filter, a list": (
+        "{{ ([0] * 1000)|center(10)|length }}",
+        "{{ ([0] * 1400000)|center(10)|length }}",
+    ),
     "replace filter": (
         "{{ ('a' * 4096)|replace('a', 'b' * 1024)|length }}",
         "{{ ('a' * 4096)|replace('a', 'b' * 1025)|length }}",
@@ -118,6 +130,9 @@ PAST_WORDS: dict[str, str] = {
     "str.replace": "a replaced string of 4,198,400 items",
     "str.replace, same length": "a replaced string of 8,388,608 items",
     "center filter": r"a string \(filter center\) of 4,194,305 items",
+    "indent filter": r"a string \(filter indent\) of 4,198,400 items",
+    "indent filter, width by name": r"a string \(filter indent\) of 4,198,400 items",
+    "center filter, a list": r"a string \(filter center\) of 4,194,305 items",
     "replace filter": r"a string \(filter replace\) of 4,198,400 items",
     "output": "renders over 4,194,304 characters",
 }
