@@ -100,6 +100,18 @@ AT_AND_PAST: dict[str, tuple[str, str]] = {
         "{{ ('a' * 1024)|indent(width=4095)|length }}",
         "{{ ('a' * 1024)|indent(width='x' * 4096)|length }}",
     ),
+    "indent filter, default width": (
+        "{{ ('a' * 838860)|indent|length }}",
+        "{{ ('a' * 838861)|indent|length }}",
+    ),
+    "indent filter, width 0": (
+        "{{ ('a' * 2097153)|indent(0)|length }}",
+        "{{ ('a' * 4194305)|indent(0)|length }}",
+    ),
+    "format filter": (
+        "{{ ('%4194304s'|format('x'))|length }}",
+        "{{ ('%4194305s'|format('x'))|length }}",
+    ),
     "center filter, a list": (
         "{{ ([0] * 1000)|center(10)|length }}",
         "{{ ([0] * 1400000)|center(10)|length }}",
@@ -132,6 +144,9 @@ PAST_WORDS: dict[str, str] = {
     "center filter": r"a string \(filter center\) of 4,194,305 items",
     "indent filter": r"a string \(filter indent\) of 4,195,328 items",
     "indent filter, width by name": r"a string \(filter indent\) of 4,195,328 items",
+    "indent filter, default width": r"a string \(filter indent\) of 4,194,305 items",
+    "indent filter, width 0": "a repeated sequence of 4,194,305 items",
+    "format filter": "formats with a width of 4194305",
     "center filter, a list": r"a string \(filter center\) of 4,194,305 items",
     "replace filter": r"a string \(filter replace\) of 4,198,400 items",
     "output": "renders over 4,194,304 characters",
