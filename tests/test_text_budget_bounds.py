@@ -112,6 +112,10 @@ AT_AND_PAST: dict[str, tuple[str, str]] = {
         "{{ ('%4194304s'|format('x'))|length }}",
         "{{ ('%4194305s'|format('x'))|length }}",
     ),
+    "replace filter, same length": (
+        f"{{{{ ('a' * {TEXT})|replace('a', 'b')|length }}}}",
+        f"{{{{ ('a' * {TEXT})|replace('a', 'bc')|length }}}}",
+    ),
     "center filter, a list": (
         "{{ ([0] * 1000)|center(10)|length }}",
         "{{ ([0] * 1400000)|center(10)|length }}",
@@ -147,6 +151,7 @@ PAST_WORDS: dict[str, str] = {
     "indent filter, default width": r"a string \(filter indent\) of 4,194,305 items",
     "indent filter, width 0": "a repeated sequence of 4,194,305 items",
     "format filter": "formats with a width of 4194305",
+    "replace filter, same length": r"a string \(filter replace\) of 8,388,608 items",
     "center filter, a list": r"a string \(filter center\) of 4,194,305 items",
     "replace filter": r"a string \(filter replace\) of 4,198,400 items",
     "output": "renders over 4,194,304 characters",
@@ -262,3 +267,9 @@ def test_a_format_width_is_checked_on_format_calls_only() -> None:
         _render("{{ '{a:>4194305}'.format_map({'a': 1}) }}")
     source = "{{ '{:>99999999}'.upper() }}{{ '%99999999s'.strip() }}"
     assert _render(source) == _transformers(source)
+
+
+def test_wordwrap_is_refused_past_twice_the_bound() -> None:
+    # wrapping can add a newline per character: the estimate is twice the text
+    with pytest.raises(ChatTemplateError, match=r"filter wordwrap\) of 4,194,306 items"):
+        _render("{{ ('a' * 2097153)|wordwrap }}")
