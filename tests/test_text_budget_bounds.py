@@ -267,9 +267,3 @@ def test_a_format_width_is_checked_on_format_calls_only() -> None:
         _render("{{ '{a:>4194305}'.format_map({'a': 1}) }}")
     source = "{{ '{:>99999999}'.upper() }}{{ '%99999999s'.strip() }}"
     assert _render(source) == _transformers(source)
-
-
-def test_wordwrap_is_refused_past_twice_the_bound() -> None:
-    # wrapping can add a newline per character: the estimate is twice the text
-    with pytest.raises(ChatTemplateError, match=r"filter wordwrap\) of 4,194,306 items"):
-        _render("{{ ('a' * 2097153)|wordwrap }}")
