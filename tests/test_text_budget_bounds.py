@@ -267,3 +267,16 @@ def test_a_format_width_is_checked_on_format_calls_only() -> None:
         _render("{{ '{a:>4194305}'.format_map({'a': 1}) }}")
     source = "{{ '{:>99999999}'.upper() }}{{ '%99999999s'.strip() }}"
     assert _render(source) == _transformers(source)
+
+
+def test_wordwrap_is_refused_past_twice_the_bound() -> None:
+    # wrapping can add a newline per character: the estimate is twice the text
+    with pytest.raises(ChatTemplateError, match=r"filter wordwrap\) of 4,194,306 items"):
+        _render("{{ ('a' * 2097153)|wordwrap }}")
+
+
+def test_a_join_counts_a_value_without_a_length_as_32_characters() -> None:
+    at = f"{{% set x = 'a' * {TEXT - 32} %}}{{{{ (x ~ 5)|length }}}}"
+    assert _render(at) == _transformers(at)
+    with pytest.raises(ChatTemplateError, match="a joined string of 4,194,305 items"):
+        _render(f"{{% set x = 'a' * {TEXT - 31} %}}{{{{ (x ~ 5)|length }}}}")

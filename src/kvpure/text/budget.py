@@ -336,8 +336,12 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
 
 def _is_context(value: object) -> bool:
-    """jinja2 passes its eval context or environment first to some filters."""
-    return type(value).__module__.startswith("jinja2.")
+    """jinja2 passes its eval context or environment first to some filters.
+
+    The environment is kvpure's sandbox, a subclass defined outside jinja2: its
+    classes are searched too (``wordwrap`` takes the environment first).
+    """
+    return any(cls.__module__.startswith("jinja2.") for cls in type(value).__mro__)
 
 
 def check_literals(tree: Any) -> None:
