@@ -263,8 +263,8 @@ def check_call_arguments(target: object, args: tuple[Any, ...], kwargs: dict[str
     if not isinstance(owner, str | bytes | list | tuple):
         return
     name = getattr(method, "__name__", "")
-    if name in ("format", "format_map"):
-        _check_format_widths(owner if isinstance(owner, str) else "")
+    if name in ("format", "format_map") and isinstance(owner, str):
+        _check_format_widths(owner)
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and abs(value) > MAX_TEXT_CHARS:
             raise BudgetExceeded(
@@ -305,7 +305,7 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
     def indent(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
-        value = text(values[0]) if values else ""
+        value = text(values[0])  # jinja2 passes the filtered value first
         width = kwargs.get("width", values[1] if len(values) > 1 else 4)
         width = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         return len(value) * (1 + max(width, 0))
