@@ -73,7 +73,11 @@ _TEXT_TESTS = (
 # test_text_budget.py holds wall-clock checks that fail on a loaded machine (an
 # output bound reached after the time budget): left out, its bounds are covered
 # by test_text_budget_bounds.py without timing
-_TEXT_PROMPT_TESTS = (*_TEXT_TESTS, "tests/test_text_prompts.py")
+_TEXT_PROMPT_TESTS = (
+    *_TEXT_TESTS,
+    "tests/test_text_special_tokens.py",
+    "tests/test_text_prompts.py",
+)
 
 TARGETS: dict[str, tuple[str, ...]] = {
     # module (under src/) -> the fast test files that its mutants must fail
