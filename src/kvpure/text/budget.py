@@ -324,7 +324,7 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
     def wordwrap(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
-        return 2 * len(text(values[0])) if values else 0
+        return 2 * len(text(values[0]))  # jinja2 passes the filtered value first
 
     wrapped = dict(filters)
     wrapped["center"] = wrap("center", center)
