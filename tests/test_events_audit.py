@@ -431,3 +431,12 @@ def test_iter_audit_yields_as_the_stream_goes() -> None:
     verdicts = list(iter_audit(batches, SCHEME, AuditOptions(lora_paths=SQL)))
     assert len(verdicts) == sum(len(b.events) for b in batches)
     assert sum(v is None for v in verdicts) == 12
+
+
+def test_the_servers_seed_is_printed_as_given_when_yours_is_unknown() -> None:
+    # only the router's side may be an unknown seed (named by its NONE_HASH)
+    change = SettingChange("seed", None, 0, yours_none_hash="ab" * 32)
+    assert change.value_text(change.server) == "0"
+    assert change.value_text(None) == "unset"
+    assert change.value_text(None, yours=True) == "unknown (NONE_HASH abababababababab...)"
+    assert SettingChange("block_size", 16, 32).value_text(32) == "32"

@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, overload
 
 __all__ = [
     "MAX_LITERAL_CHARS",
@@ -38,8 +38,10 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "RENDER_SECONDS",
     "BudgetExceeded",
+    "BudgetedRange",
     "Budget",
     "budgeted_filters",
+    "budgeted_range",
     "check_literals",
     "check_size",
 ]
@@ -101,15 +103,85 @@ def check_size(value: object, what: str = "a value") -> object:
     return value
 
 
-def budgeted_range(*args: int) -> Iterator[int]:
-    """The sandbox's ``range``, reading the clock every few steps."""
+class BudgetedRange:
+    """The sandbox's ``range``: jinja2's ``range`` object, reading the clock while iterated.
+
+    To a template it is the ``range`` that transformers' sandbox hands out (a
+    length, items, slices, a truth value, ``start``/``stop``/``step``, the same
+    printed form); only iterating it reads the clock, every
+    :data:`_RANGE_STRIDE` steps.
+    """
+
+    __slots__ = ("_steps",)
+
+    def __init__(self, steps: range) -> None:
+        self._steps = steps
+
+    @property
+    def start(self) -> int:
+        return self._steps.start
+
+    @property
+    def stop(self) -> int:
+        return self._steps.stop
+
+    @property
+    def step(self) -> int:
+        return self._steps.step
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def __bool__(self) -> bool:
+        return bool(self._steps)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> BudgetedRange: ...
+
+    def __getitem__(self, index: int | slice) -> int | BudgetedRange:
+        if isinstance(index, slice):
+            return BudgetedRange(self._steps[index])
+        return self._steps[index]
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._steps
+
+    def __iter__(self) -> Iterator[int]:
+        steps = self._steps
+        for start in range(0, len(steps), _RANGE_STRIDE):
+            BUDGET.tick()
+            yield from steps[start : start + _RANGE_STRIDE]
+
+    def __reversed__(self) -> Iterator[int]:
+        return iter(BudgetedRange(self._steps[::-1]))
+
+    def index(self, value: Any) -> int:
+        return self._steps.index(value)
+
+    def count(self, value: Any) -> int:
+        return self._steps.count(value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BudgetedRange):
+            return self._steps == other._steps
+        return self._steps == other
+
+    def __hash__(self) -> int:
+        return hash(self._steps)
+
+    def __repr__(self) -> str:
+        return repr(self._steps)
+
+
+def budgeted_range(*args: int) -> BudgetedRange:
+    """The sandbox's ``range``: jinja2's ``safe_range`` (with its size cap), budgeted."""
     from jinja2.sandbox import safe_range
 
-    steps = safe_range(*args)
     BUDGET.tick()
-    for start in range(0, len(steps), _RANGE_STRIDE):
-        BUDGET.tick()
-        yield from steps[start : start + _RANGE_STRIDE]
+    return BudgetedRange(safe_range(*args))
 
 
 def _length(value: object) -> int | None:
@@ -163,7 +235,8 @@ _WIDTHS = re.compile(r"\d+")
 def _check_format_widths(spec: str) -> None:
     """Refuse a format string holding a number (a width or precision) over the text bound."""
     for digits in _WIDTHS.findall(spec):
-        if len(digits) > 7 or int(digits) > MAX_TEXT_CHARS:
+        significant = digits.lstrip("0")  # a leading 0 is the zero-padding flag
+        if len(significant) > 7 or int(significant or "0") > MAX_TEXT_CHARS:
             raise BudgetExceeded(
                 f"the chat template formats with a width of {digits[:20]} "
                 f"(at most {MAX_TEXT_CHARS:,})"
@@ -190,8 +263,8 @@ def check_call_arguments(target: object, args: tuple[Any, ...], kwargs: dict[str
     if not isinstance(owner, str | bytes | list | tuple):
         return
     name = getattr(method, "__name__", "")
-    if name in ("format", "format_map"):
-        _check_format_widths(owner if isinstance(owner, str) else "")
+    if name in ("format", "format_map") and isinstance(owner, str):
+        _check_format_widths(owner)
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and abs(value) > MAX_TEXT_CHARS:
             raise BudgetExceeded(
@@ -232,7 +305,7 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
     def indent(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
-        value = text(values[0]) if values else ""
+        value = text(values[0])  # jinja2 passes the filtered value first
         width = kwargs.get("width", values[1] if len(values) > 1 else 4)
         width = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         return len(value) * (1 + max(width, 0))
@@ -251,7 +324,7 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
     def wordwrap(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
-        return 2 * len(text(values[0])) if values else 0
+        return 2 * len(text(values[0]))  # jinja2 passes the filtered value first
 
     wrapped = dict(filters)
     wrapped["center"] = wrap("center", center)
@@ -263,8 +336,12 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
 
 def _is_context(value: object) -> bool:
-    """jinja2 passes its eval context or environment first to some filters."""
-    return type(value).__module__.startswith("jinja2.")
+    """jinja2 passes its eval context or environment first to some filters.
+
+    The environment is kvpure's sandbox, a subclass defined outside jinja2: its
+    classes are searched too (``wordwrap`` takes the environment first).
+    """
+    return any(cls.__module__.startswith("jinja2.") for cls in type(value).__mro__)
 
 
 def check_literals(tree: Any) -> None:
