@@ -14,11 +14,13 @@ one line (:class:`~kvpure.memory_profile.releases.V0EngineError`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.releases import V0EngineError, Version, parse_version
 from kvpure.versions import KNOWN_VLLM_VERSIONS, UnknownVllmVersionError, normalize_vllm_version
+
+if TYPE_CHECKING:
+    from kvpure.memory_profile.releases import Version
 
 __all__ = ["planning_release", "split_release_options"]
 
@@ -55,6 +57,9 @@ def split_release_options(options: Mapping[str, str]) -> dict[str, str]:
     except UnknownVllmVersionError as unknown:
         if not isinstance(text, str):
             raise
+        # The memory profile's release table: only for a release kvpure does not reproduce.
+        from kvpure.memory_profile.releases import V0EngineError, parse_version
+
         try:
             version = parse_version(text, field="--vllm")
         except V0EngineError:
