@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from kvpure.cli.memory_release import split_release_options
-from kvpure.cli.plan_memory import memory_json, memory_text, split_memory_options
+from kvpure.cli.plan_memory import MemoryCase, memory_json, memory_text, split_memory_options
 from kvpure.cli.plan_options import parse_sweep
 from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
@@ -37,11 +37,28 @@ from kvpure.serve.verdict import Verdict, serve_verdict, starts
 from kvpure.versions import resolve_vllm_version
 
 # The memory estimate (its sweep, the weights' fixes) is imported where it runs, without
-# --kv-cache-memory: with the memory given, `kvpure plan` never imports it.
+# --kv-cache-memory: with the memory given, `kvpure plan` never imports it. Its types
+# resolve on first use (module __getattr__ below), for a run-time checker that reads this
+# module's annotations.
 if TYPE_CHECKING:
-    from kvpure.cli.plan_memory import MemoryCase
     from kvpure.cli.plan_memory_sweep import MemorySweepRow
     from kvpure.cli.plan_weights import WeightsVerdict
+
+_ESTIMATE_TYPES: Final = {
+    "MemorySweepRow": "kvpure.cli.plan_memory_sweep",
+    "WeightsVerdict": "kvpure.cli.plan_weights",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The memory sweep's and the weights' types, imported on first use."""
+    module = _ESTIMATE_TYPES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = ["MEMORY_SWEEP_ONLY", "DeploymentPlan", "build_deployment_plan"]
 

@@ -14,13 +14,14 @@ one line (:class:`~kvpure.memory_profile.releases.V0EngineError`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.versions import KNOWN_VLLM_VERSIONS, UnknownVllmVersionError, normalize_vllm_version
 
-if TYPE_CHECKING:
-    from kvpure.memory_profile.releases import Version
+#: A release as (major, minor), as :data:`kvpure.memory_profile.releases.Version` holds it
+#: (that module is imported only for a release kvpure does not reproduce).
+Version = tuple[int, int]
 
 __all__ = ["planning_release", "split_release_options"]
 

@@ -25,17 +25,30 @@ from kvpure.cli.option_values import parse_bool
 from kvpure.cli.plan_options import Option
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, format_gib
+from kvpure.models.config import HFConfig
+from kvpure.models.layout import ModelLayout
+from kvpure.serve.defaults import ServeSettings
+from kvpure.serve.flags import ServeFlags
 from kvpure.versions import DEFAULT_VLLM_VERSION
 
 # The estimate itself (kvpure.serve.memory, kvpure.memory_profile) is imported by the
 # functions that estimate: `kvpure plan CONFIG --kv-cache-memory X` only reads the options
-# here and never imports it.
+# here and never imports it. Its types resolve on first use (module __getattr__ below), for
+# a run-time checker that reads this module's annotations.
 if TYPE_CHECKING:
-    from kvpure.models.config import HFConfig
-    from kvpure.models.layout import ModelLayout
-    from kvpure.serve.defaults import ServeSettings
-    from kvpure.serve.flags import ServeFlags
     from kvpure.serve.memory import BandOutcome, WorkerMemory
+
+_ESTIMATE_TYPES: Final = frozenset({"BandOutcome", "WorkerMemory"})
+
+
+def __getattr__(name: str) -> object:
+    """``BandOutcome`` and ``WorkerMemory`` from :mod:`kvpure.serve.memory`, on first use."""
+    if name in _ESTIMATE_TYPES:
+        from kvpure.serve import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MEMORY_OPTIONS",
@@ -245,18 +258,20 @@ def _gib_range(low: int, high: int) -> str:
     return f"{format_gib(max(0, low))} to {format_gib(max(0, high))} GiB"
 
 
-def _groups(workers: tuple[WorkerMemory, ...]) -> list[list[WorkerMemory]]:
-    groups: list[list[WorkerMemory]] = []
-    for worker in workers:
+def _groups(case: MemoryCase) -> list[list[int]]:
+    """The workers' indexes, grouped by equal budgets (weights, activation, KV band)."""
+    groups: list[list[int]] = []
+    workers = case.workers
+    for index, worker in enumerate(workers):
         b = worker.budget
         key = (b.weights, b.activation, b.kv_cache_bytes_low, b.kv_cache_bytes_high)
         for group in groups:
-            g = group[0].budget
+            g = workers[group[0]].budget
             if (g.weights, g.activation, g.kv_cache_bytes_low, g.kv_cache_bytes_high) == key:
-                group.append(worker)
+                group.append(index)
                 break
         else:
-            groups.append([worker])
+            groups.append([index])
     return groups
 
 
@@ -283,12 +298,13 @@ def memory_text(case: MemoryCase) -> str:
         "offline; --kv-cache-memory with vLLM's logged figure replaces it):",
         f"  total memory {format_gib(total.term.bytes)} GiB from {total.source} ({mark})",
     ]
-    for group in _groups(workers):
+    for group in _groups(case):
         from kvpure.memory_profile.budget import render_vllm_log  # the memory report only
 
-        lines.extend("  " + line for line in render_vllm_log(group[0].budget).splitlines())
+        first = workers[group[0]].budget
+        lines.extend("  " + line for line in render_vllm_log(first).splitlines())
         if len(group) > 1:
-            others = ", ".join(str(w.budget.worker) for w in group[1:])
+            others = ", ".join(str(workers[i].budget.worker) for i in group[1:])
             lines.append(f"  (workers {others}: the same)")
     return "\n".join(lines)
 
