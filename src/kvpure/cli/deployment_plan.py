@@ -15,19 +15,11 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kvpure.cli.memory_release import split_release_options
-from kvpure.cli.plan_memory import (
-    MemoryCase,
-    memory_case,
-    memory_json,
-    memory_text,
-    split_memory_options,
-)
-from kvpure.cli.plan_memory_sweep import MemorySweepRow, memory_sweep_rows, render_memory_sweep
+from kvpure.cli.plan_memory import MemoryCase, memory_json, memory_text, split_memory_options
 from kvpure.cli.plan_options import parse_sweep
-from kvpure.cli.plan_weights import WeightsVerdict, weight_fixes, weights_do_not_fit
 from kvpure.cli.serve_options import VLLM_OPTION, serve_flags_from_options
 from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.architectures import model_layout
@@ -39,11 +31,34 @@ from kvpure.report.model_plan import capacity_report, sweep
 from kvpure.report.text import SweepRow, render_report, render_sweep, report_to_json
 from kvpure.serve.defaults import ServeSettings, resolve_serve_settings
 from kvpure.serve.flags import ServeFlags
-from kvpure.serve.memory import MemoryBand
 from kvpure.serve.output import final_settings, release_line, render_serve_header, serve_json
 from kvpure.serve.setting import Setting
 from kvpure.serve.verdict import Verdict, serve_verdict, starts
 from kvpure.versions import resolve_vllm_version
+
+# The memory estimate (its sweep, the weights' fixes) is imported where it runs, without
+# --kv-cache-memory: with the memory given, `kvpure plan` never imports it. Its types
+# resolve on first use (module __getattr__ below), for a run-time checker that reads this
+# module's annotations.
+if TYPE_CHECKING:
+    from kvpure.cli.plan_memory_sweep import MemorySweepRow
+    from kvpure.cli.plan_weights import WeightsVerdict
+
+_ESTIMATE_TYPES: Final = {
+    "MemorySweepRow": "kvpure.cli.plan_memory_sweep",
+    "WeightsVerdict": "kvpure.cli.plan_weights",
+}
+
+
+def __getattr__(name: str) -> object:
+    """The memory sweep's and the weights' types, imported on first use."""
+    module = _ESTIMATE_TYPES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = ["MEMORY_SWEEP_ONLY", "DeploymentPlan", "build_deployment_plan"]
 
@@ -217,6 +232,8 @@ def build_deployment_plan(
     if sweep_text is not None:
         name, values = parse_sweep(sweep_text)
         if estimated and name != "kv_cache_memory":
+            from kvpure.cli.plan_memory_sweep import memory_sweep_rows, render_memory_sweep
+
             memory_rows = memory_sweep_rows(
                 hf_config, layout, options, name, values, model_folder=model_folder
             )
@@ -247,6 +264,10 @@ def build_deployment_plan(
             _render=_with_note(config, architecture_as, render),
         )
     if estimated:
+        from kvpure.cli.plan_memory import memory_case
+        from kvpure.cli.plan_weights import weight_fixes, weights_do_not_fit
+        from kvpure.serve.memory import MemoryBand
+
         case = memory_case(hf_config, layout, options, model_folder=model_folder)
         # The report shows the central estimate; when only the band's high end starts, that end.
         flags = case.central_flags

@@ -17,8 +17,11 @@ from collections.abc import Mapping
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.releases import V0EngineError, Version, parse_version
 from kvpure.versions import KNOWN_VLLM_VERSIONS, UnknownVllmVersionError, normalize_vllm_version
+
+#: A release as (major, minor), as :data:`kvpure.memory_profile.releases.Version` holds it
+#: (that module is imported only for a release kvpure does not reproduce).
+Version = tuple[int, int]
 
 __all__ = ["planning_release", "split_release_options"]
 
@@ -55,6 +58,9 @@ def split_release_options(options: Mapping[str, str]) -> dict[str, str]:
     except UnknownVllmVersionError as unknown:
         if not isinstance(text, str):
             raise
+        # The memory profile's release table: only for a release kvpure does not reproduce.
+        from kvpure.memory_profile.releases import V0EngineError, parse_version
+
         try:
             version = parse_version(text, field="--vllm")
         except V0EngineError:

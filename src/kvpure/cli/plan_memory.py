@@ -18,28 +18,37 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kvpure.cli.errors import MissingOptionError
 from kvpure.cli.option_values import parse_bool
 from kvpure.cli.plan_options import Option
 from kvpure.cli.serve_options import serve_flags_from_options
 from kvpure.errors import InvalidFieldError, format_gib
-from kvpure.memory_profile.releases import parse_version
 from kvpure.models.config import HFConfig
 from kvpure.models.layout import ModelLayout
-from kvpure.serve.defaults import ServeSettings, resolve_serve_settings
+from kvpure.serve.defaults import ServeSettings
 from kvpure.serve.flags import ServeFlags
-from kvpure.serve.memory import (
-    BandOutcome,
-    MemoryBand,
-    WorkerMemory,
-    band_outcome,
-    kv_flags,
-    model_folder_tensors,
-    worker_memory,
-)
 from kvpure.versions import DEFAULT_VLLM_VERSION
+
+# The estimate itself (kvpure.serve.memory, kvpure.memory_profile) is imported by the
+# functions that estimate: `kvpure plan CONFIG --kv-cache-memory X` only reads the options
+# here and never imports it. Its types resolve on first use (module __getattr__ below), for
+# a run-time checker that reads this module's annotations.
+if TYPE_CHECKING:
+    from kvpure.serve.memory import BandOutcome, WorkerMemory
+
+_ESTIMATE_TYPES: Final = frozenset({"BandOutcome", "WorkerMemory"})
+
+
+def __getattr__(name: str) -> object:
+    """``BandOutcome`` and ``WorkerMemory`` from :mod:`kvpure.serve.memory`, on first use."""
+    if name in _ESTIMATE_TYPES:
+        from kvpure.serve import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MEMORY_OPTIONS",
@@ -146,6 +155,8 @@ def _profile_version(text: str | None, vllm_version: str | None) -> str:
     """``--memory-profile-version``, else ``--vllm``'s release, else the default (checked)."""
     if text is None:
         return vllm_version or DEFAULT_VLLM_VERSION
+    from kvpure.memory_profile.releases import parse_version  # the estimate only
+
     parse_version(text, field="--memory-profile-version")
     return text.strip().lstrip("v")
 
@@ -162,11 +173,15 @@ class MemoryCase:
     @property
     def central_flags(self) -> ServeFlags:
         """The flags with every worker's central KV figure."""
+        from kvpure.serve.memory import kv_flags  # the estimate only
+
         return kv_flags(self.flags, tuple(w.budget.kv_cache_bytes for w in self.workers))
 
     @property
     def high_flags(self) -> ServeFlags:
         """The flags with every worker's KV figure at the high end of the band."""
+        from kvpure.serve.memory import kv_flags  # the estimate only
+
         return kv_flags(self.flags, tuple(w.budget.kv_cache_bytes_high for w in self.workers))
 
 
@@ -185,6 +200,9 @@ def memory_case(
     estimated unless ``--memory-profile-version`` is given; the default is
     :data:`kvpure.versions.DEFAULT_VLLM_VERSION`.
     """
+    from kvpure.serve.defaults import resolve_serve_settings
+    from kvpure.serve.memory import band_outcome, model_folder_tensors, worker_memory
+
     serve_texts, memory_texts = split_memory_options(options)
     if "gpu" not in serve_texts and "gpu_memory" not in serve_texts:
         raise MissingOptionError(
@@ -227,11 +245,12 @@ def memory_case(
     return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)
 
 
+#: By :class:`kvpure.serve.memory.MemoryBand` value.
 _VERDICT_TEXT: Final = {
-    MemoryBand.STARTS: "starts (even at the low end of the estimate's band)",
-    MemoryBand.MAY_NOT_START: "may not start (it starts at the high end of the estimate's "
+    "starts": "starts (even at the low end of the estimate's band)",
+    "may not start": "may not start (it starts at the high end of the estimate's "
     "band, not at the low end)",
-    MemoryBand.DOES_NOT_START: "does NOT start (not even at the high end of the estimate's band)",
+    "does not start": "does NOT start (not even at the high end of the estimate's band)",
 }
 
 
@@ -239,18 +258,20 @@ def _gib_range(low: int, high: int) -> str:
     return f"{format_gib(max(0, low))} to {format_gib(max(0, high))} GiB"
 
 
-def _groups(workers: tuple[WorkerMemory, ...]) -> list[list[WorkerMemory]]:
-    groups: list[list[WorkerMemory]] = []
-    for worker in workers:
+def _groups(case: MemoryCase) -> list[list[int]]:
+    """The workers' indexes, grouped by equal budgets (weights, activation, KV band)."""
+    groups: list[list[int]] = []
+    workers = case.workers
+    for index, worker in enumerate(workers):
         b = worker.budget
         key = (b.weights, b.activation, b.kv_cache_bytes_low, b.kv_cache_bytes_high)
         for group in groups:
-            g = group[0].budget
+            g = workers[group[0]].budget
             if (g.weights, g.activation, g.kv_cache_bytes_low, g.kv_cache_bytes_high) == key:
-                group.append(worker)
+                group.append(index)
                 break
         else:
-            groups.append([worker])
+            groups.append([index])
     return groups
 
 
@@ -277,12 +298,13 @@ def memory_text(case: MemoryCase) -> str:
         "offline; --kv-cache-memory with vLLM's logged figure replaces it):",
         f"  total memory {format_gib(total.term.bytes)} GiB from {total.source} ({mark})",
     ]
-    for group in _groups(workers):
+    for group in _groups(case):
         from kvpure.memory_profile.budget import render_vllm_log  # the memory report only
 
-        lines.extend("  " + line for line in render_vllm_log(group[0].budget).splitlines())
+        first = workers[group[0]].budget
+        lines.extend("  " + line for line in render_vllm_log(first).splitlines())
         if len(group) > 1:
-            others = ", ".join(str(w.budget.worker) for w in group[1:])
+            others = ", ".join(str(workers[i].budget.worker) for i in group[1:])
             lines.append(f"  (workers {others}: the same)")
     return "\n".join(lines)
 
