@@ -56,8 +56,8 @@ def _llama() -> HFConfig:
         ("0.17.0", "0.17", False, False, False, 0.9),
         ("0.19.0", "0.18-0.20", False, False, False, 0.9),
         ("0.20", "0.18-0.20", False, False, False, 0.9),
-        ("0.21.0", "0.21-0.26", True, False, False, 0.92),
-        ("0.26", "0.21-0.26", True, False, False, 0.92),
+        ("0.21.0", "0.21-0.25", True, False, False, 0.92),
+        ("0.26", "0.26", True, False, False, 0.92),
         ("0.27.0", "0.27-0.33", True, True, False, 0.92),
         ("v0.33.0", "0.27-0.33", True, True, False, 0.92),
         ("0.34", "0.34", True, True, True, 1.0),
@@ -171,6 +171,24 @@ def test_0_34_on_rocm_keeps_a_3_gib_floor() -> None:
     assert a.kv_cache_bytes - b.kv_cache_bytes == (3 << 30) - a.margin_bytes
 
 
+@pytest.mark.parametrize(
+    ("version", "subtracted_on_rocm"),
+    # gpu_worker.determine_available_memory estimates CUDA graphs only where
+    # current_platform.is_cuda() in 0.21.0-0.25.0, is_cuda_alike() (ROCm too) from 0.26.0
+    [("0.21.0", False), ("0.25", False), ("0.26", True), ("0.33", True)],
+)
+def test_rocm_subtracts_cuda_graphs_from_0_26(version: str, subtracted_on_rocm: bool) -> None:
+    cuda = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
+    rocm = ServeSettings(total_gpu_bytes=H100, vllm_version=version, rocm=True)
+    (a,) = estimate_memory_budget(_llama(), cuda)
+    (b,) = estimate_memory_budget(_llama(), rocm)
+    assert a.cuda_graph_subtracted is True
+    assert b.cuda_graph_subtracted is subtracted_on_rocm
+    assert a.cuda_graph.bytes > 0
+    expected_gap = 0 if subtracted_on_rocm else a.cuda_graph.bytes
+    assert b.kv_cache_bytes - a.kv_cache_bytes == expected_gap
+
+
 @pytest.mark.parametrize("version", ["0.11.0", "0.19.0", "0.26", "0.33", "0.34"])
 def test_enforce_eager_charges_no_cuda_graphs(version: str) -> None:
     graphs = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
@@ -209,7 +227,7 @@ def test_cli_enforce_eager_and_memory_profile_version(capsys: pytest.CaptureFixt
     assert eager["enforce_eager"] is True
     assert eager["cuda_graph_bytes"] == 0
     assert eager["kv_cache_bytes"] - graphs["kv_cache_bytes"] == graphs["cuda_graph_bytes"]
-    assert graphs["memory_profile"] == "0.21-0.26"
+    assert graphs["memory_profile"] == "0.26"
     assert graphs["gpu_memory_utilization"] == 0.92  # vLLM 0.26's unset value
 
 

@@ -56,7 +56,8 @@ class ServeSettings:
     ``gpu_memory_utilization=None`` is vLLM's unset value: 0.9, 0.92 from 0.21,
     1.0 under 0.34's extensible KV cache (``MemoryProfileRules``).
     ``enforce_eager`` captures no CUDA graphs, so none are charged; ``rocm``
-    selects ROCm's 3 GiB margin floor of the extensible KV cache.
+    selects ROCm's 3 GiB margin floor of the extensible KV cache, and before 0.26
+    leaves the CUDA-graph estimate unsubtracted (vLLM made it on CUDA only).
     """
 
     total_gpu_bytes: int
@@ -132,7 +133,7 @@ class MemoryBudget:
     kv_cache_bytes_high: int
     vllm_version: str
     fitted_versions: str
-    memory_profile: str = "0.21-0.26"
+    memory_profile: str = "0.26"
     """The range of releases whose formula applies (``MemoryProfileRules.releases``)."""
     enforce_eager: bool = False
     non_kv_from_consumed: bool = False
@@ -261,7 +262,7 @@ def estimate_memory_budget(
         graph = _gib_term(
             cuda_graph_gib(coefficients, shape, pp=parallel.pp), coefficients.cuda_graph_band
         )
-    subtract = rules.cuda_graph_subtracted or rules.extensible_kv_cache
+    subtract = rules.subtracts_cuda_graphs(rocm=settings.rocm) or rules.extensible_kv_cache
     non_torch = _gib_term(
         non_torch_gib(
             coefficients,

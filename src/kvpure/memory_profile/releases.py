@@ -20,12 +20,14 @@ side (read in the release's own wheel):
   logged on H100 with 0.19).
 - **0.18-0.20**: one GPU's non-torch increase grows from 0.13 to 0.25 GiB
   (the Qwen3-14B logs of 0.17 and 0.18).
-- **0.21-0.26** (vllm 0.21.0 ``gpu_worker.py``, ``determine_available_memory``;
+- **0.21-0.25** (vllm 0.21.0 ``gpu_worker.py``, ``determine_available_memory``;
   ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1):
   ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too;
   ``gpu_memory_utilization`` defaults to 0.92 (``config/cache.py``); the
   fused all-reduce covers the whole 10.x family and any PP size
-  (``is_device_capability_family(100)``).
+  (``is_device_capability_family(100)``). The estimate is made only where
+  ``current_platform.is_cuda()`` (0.21.0-0.25.0), so ROCm subtracts nothing.
+- **0.26**: the same, with the estimate made on ROCm too (``is_cuda_alike()``).
 - **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
   the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
   memory before the engine less free memory after profiling, plus the torch
@@ -92,7 +94,7 @@ class V0EngineError(InvalidFieldError):
 class MemoryProfileRules:
     """How one range of vLLM releases sizes the KV cache at start-up.
 
-    - ``releases``: the range, as ``0.21-0.26``;
+    - ``releases``: the range, as ``0.21-0.25``;
     - ``large_sampler_peak``: the dummy sampler run keeps several float32 logits
       copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
     - ``fused_all_reduce``: with TP > 1 on compute capability 9.0 or 10.x the
@@ -104,6 +106,8 @@ class MemoryProfileRules:
       not 0.13 (0.18 on, as logged);
     - ``cuda_graph_subtracted``: ``profile_cudagraph_memory``'s estimate is
       subtracted (0.21 on: ``determine_available_memory``);
+    - ``cuda_graph_subtracted_on_rocm``: the estimate is made on ROCm too (0.26 on:
+      ``current_platform.is_cuda_alike()``; 0.21-0.25 test ``is_cuda()`` and leave it 0);
     - ``non_kv_from_consumed``: non-KV memory is ``total_consumed +
       transient_peak_headroom`` (0.27 on: ``mem_utils.memory_profiling``);
     - ``extensible_kv_cache``: the cache is sized after warm-up
@@ -126,6 +130,7 @@ class MemoryProfileRules:
     fused_all_reduce_any_pp: bool
     larger_single_non_torch: bool
     cuda_graph_subtracted: bool
+    cuda_graph_subtracted_on_rocm: bool
     non_kv_from_consumed: bool
     extensible_kv_cache: bool
     margin_floor_gib: float
@@ -144,6 +149,10 @@ class MemoryProfileRules:
             return True
         return self.fused_all_reduce_family_100 and capability[0] == 10
 
+    def subtracts_cuda_graphs(self, *, rocm: bool) -> bool:
+        """Whether the CUDA-graph estimate leaves the KV cache's share on this platform."""
+        return self.cuda_graph_subtracted and (self.cuda_graph_subtracted_on_rocm or not rocm)
+
     def margin_floor(self, *, rocm: bool) -> float:
         """``KV_CACHE_MARGIN_FLOOR_BYTES`` in GiB for the platform."""
         return self.margin_floor_gib_rocm if rocm else self.margin_floor_gib
@@ -159,6 +168,7 @@ V1_0_10: Final = MemoryProfileRules(
     fused_all_reduce_any_pp=False,
     larger_single_non_torch=False,
     cuda_graph_subtracted=False,
+    cuda_graph_subtracted_on_rocm=False,
     non_kv_from_consumed=False,
     extensible_kv_cache=False,
     margin_floor_gib=0.0,
@@ -187,16 +197,19 @@ V1_0_18: Final = replace(
 )
 V1_0_21: Final = replace(
     V1_0_18,
-    releases="0.21-0.26",
+    releases="0.21-0.25",
     first=(0, 21),
-    last=(0, 26),
+    last=(0, 25),
     cuda_graph_subtracted=True,
     unset_gpu_memory_utilization=0.92,
     fused_all_reduce_family_100=True,
     fused_all_reduce_any_pp=True,
 )
+V1_0_26: Final = replace(
+    V1_0_21, releases="0.26", first=(0, 26), last=(0, 26), cuda_graph_subtracted_on_rocm=True
+)
 V1_0_27: Final = replace(
-    V1_0_21,
+    V1_0_26,
     releases="0.27-0.33",
     first=(0, 27),
     last=(0, 33),
@@ -221,6 +234,7 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_17,
     V1_0_18,
     V1_0_21,
+    V1_0_26,
     V1_0_27,
     V1_0_34,
 )
