@@ -6,12 +6,28 @@ function are given next to each check.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+from kvpure.models.architectures import model_layout
+from kvpure.models.config import parse_model_config
+from kvpure.models.layout import ModelLayout
+from kvpure.serve.cache_defaults import resolve_gpu_memory_utilization, resolve_kv_cache_dtype
 from kvpure.serve.flags import ServeFlags
+from kvpure.serve.rules import SERVE_RULES_0_26, SERVE_RULES_0_34
+from kvpure.serve.setting import Source
 from kvpure.versions import UnknownVllmVersionError
 
+ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
+
+
+def llama(config_dtype: str = "bfloat16") -> ModelLayout:
+    data = json.loads((ROOT / "examples" / "llama3_8b.json").read_text())
+    return replace(model_layout(parse_model_config(data)), config_dtype=config_dtype)
 
 
 # --- flags.py ---------------------------------------------------------------------
@@ -32,3 +48,93 @@ def test_the_release_is_held_as_x_y(given: str, release: str) -> None:
 def test_an_unknown_release_is_refused_naming_the_flag() -> None:
     with pytest.raises(UnknownVllmVersionError, match="--vllm"):
         ServeFlags(kv_cache_memory_bytes=(GIB,), vllm_version="0.99")
+
+
+# --- cache_defaults.py --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config_dtype", "served"),
+    [
+        # vllm/config/model.py: _STR_DTYPE_TO_TORCH_DTYPE ("half" -> float16, "float" ->
+        # float32) and _resolve_auto_dtype ("Downcast for float32 models" to the
+        # platform's first supported dtype, bfloat16 on CUDA capability >= 8).
+        ("float32", "bfloat16"),
+        ("float", "bfloat16"),
+        ("half", "float16"),
+        ("float16", "float16"),
+        ("bfloat16", "bfloat16"),
+    ],
+)
+def test_auto_kv_cache_dtype_shows_the_served_model_dtype(config_dtype: str, served: str) -> None:
+    flags = ServeFlags(kv_cache_memory_bytes=(GIB,))
+    plan_dtype, setting = resolve_kv_cache_dtype(llama(config_dtype), flags)
+    # resolve_kv_cache_dtype_string (vllm/utils/torch_utils.py): no checkpoint KV
+    # quantization -> "auto", the model dtype (kv_cache_dtype_str_to_dtype).
+    assert plan_dtype == "auto"
+    assert (setting.value, setting.source) == (served, Source.VLLM_DEFAULT)
+    assert setting.note == "auto: the model dtype"
+
+
+def test_the_dtype_flag_is_the_model_dtype_the_cache_follows() -> None:
+    # --dtype float16 on a bfloat16 checkpoint: ModelConfig.dtype is float16, and an
+    # "auto" KV cache takes the model dtype (kv_cache_dtype_str_to_dtype).
+    flags = ServeFlags(kv_cache_memory_bytes=(GIB,), dtype="float16", kv_cache_dtype="auto")
+    plan_dtype, setting = resolve_kv_cache_dtype(llama(), flags)
+    assert (plan_dtype, setting.value, setting.source) == ("auto", "float16", Source.FLAG)
+    auto = ServeFlags(kv_cache_memory_bytes=(GIB,), dtype="auto")
+    assert resolve_kv_cache_dtype(llama("float32"), auto)[1].value == "bfloat16"
+
+
+def test_a_given_kv_cache_dtype_is_kept_and_the_checkpoint_quantization_is_shown() -> None:
+    given = ServeFlags(kv_cache_memory_bytes=(GIB,), kv_cache_dtype="fp8")
+    quantized = replace(llama(), checkpoint_kv_cache_dtype="fp8_e4m3")
+    plan_dtype, setting = resolve_kv_cache_dtype(quantized, given)
+    assert (plan_dtype, setting.value, setting.source, setting.note) == (
+        "fp8",
+        "fp8",
+        Source.FLAG,
+        "",
+    )
+    plan_dtype, setting = resolve_kv_cache_dtype(
+        quantized, ServeFlags(kv_cache_memory_bytes=(GIB,))
+    )
+    assert (plan_dtype, setting.value, setting.source) == (
+        "fp8_e4m3",
+        "fp8_e4m3",
+        Source.MODEL_CONFIG,
+    )
+    assert setting.note == "auto: the checkpoint's KV cache quantization"
+    # A checkpoint that says "auto" is no quantization: the model dtype.
+    auto = replace(llama(), checkpoint_kv_cache_dtype="auto")
+    assert resolve_kv_cache_dtype(auto, ServeFlags(kv_cache_memory_bytes=(GIB,)))[0] == "auto"
+
+
+def test_the_extensible_cache_notes_say_why_it_is_off() -> None:
+    # vllm/config/vllm.py VllmConfig._resolve_extensible_kv_cache (0.34): unsupported
+    # when kv_cache_memory_bytes or num_gpu_blocks_override is set;
+    # CacheConfig.resolved_gpu_memory_utilization: 1.0 when it is on, else 0.92.
+    estimated = ServeFlags(kv_cache_memory_bytes=(GIB,), kv_cache_memory_given=False)
+    used, extensible = resolve_gpu_memory_utilization(estimated, SERVE_RULES_0_34)
+    assert extensible is not None
+    assert (extensible.value, extensible.note) == (True, "")
+    assert (used.value, used.source) == (1.0, Source.VLLM_DEFAULT)
+    assert used.note == "unset: the extensible KV cache is sized from measured memory"
+    fixed = replace(estimated, num_gpu_blocks_override=100)
+    used, extensible = resolve_gpu_memory_utilization(fixed, SERVE_RULES_0_34)
+    assert extensible is not None
+    assert (extensible.value, extensible.note) == (
+        False,
+        "off: --num-gpu-blocks-override fixes the size",
+    )
+    assert (used.value, used.note) == (0.92, "")
+    given = ServeFlags(kv_cache_memory_bytes=(GIB,))
+    _, extensible = resolve_gpu_memory_utilization(given, SERVE_RULES_0_34)
+    assert extensible is not None
+    assert (extensible.value, extensible.note) == (False, "off: --kv-cache-memory sizes the cache")
+    flag = replace(estimated, gpu_memory_utilization=0.5)
+    used, extensible = resolve_gpu_memory_utilization(flag, SERVE_RULES_0_34)
+    assert (used.value, used.source) == (0.5, Source.FLAG)
+    assert extensible is not None
+    assert extensible.value is True
+    assert resolve_gpu_memory_utilization(estimated, SERVE_RULES_0_26)[1] is None
