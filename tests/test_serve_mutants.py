@@ -138,3 +138,16 @@ def test_the_extensible_cache_notes_say_why_it_is_off() -> None:
     assert extensible is not None
     assert extensible.value is True
     assert resolve_gpu_memory_utilization(estimated, SERVE_RULES_0_26)[1] is None
+
+
+# --- setting.py ---------------------------------------------------------------------
+
+
+def test_each_source_is_named_as_docs_serve_md_names_it() -> None:
+    # docs/serve.md: "Each setting carries its source: `flag` (given), `gpu default`
+    # ..., `model config` ..., `vllm default`, or `assumed (no --gpu: H100-80GB)`".
+    names = ["flag", "gpu default", "model config", "vllm default", "assumed (no --gpu: H100-80GB)"]
+    assert [source.value for source in Source] == names
+    docs = " ".join((ROOT / "docs" / "serve.md").read_text().split())
+    for name in names:
+        assert f"`{name}`" in docs
