@@ -17,7 +17,19 @@ from kvpure.models.config import parse_model_config
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.cache_defaults import resolve_gpu_memory_utilization, resolve_kv_cache_dtype
 from kvpure.serve.flags import ServeFlags
-from kvpure.serve.rules import SERVE_RULES_0_26, SERVE_RULES_0_34
+from kvpure.serve.rules import (
+    MAMBA_PREFIX_CACHING_ARCHITECTURES,
+    POOLING_SUFFIXES,
+    SERVE_RULES_0_26,
+    SERVE_RULES_0_33,
+    SERVE_RULES_0_34,
+    async_scheduling_refusal,
+    default_async_scheduling,
+    default_mamba_cache_mode,
+    default_prefix_caching,
+    speculative_method_name,
+    uses_model_runner_v2,
+)
 from kvpure.serve.setting import Source
 from kvpure.versions import UnknownVllmVersionError
 
@@ -151,3 +163,149 @@ def test_each_source_is_named_as_docs_serve_md_names_it() -> None:
     docs = " ".join((ROOT / "docs" / "serve.md").read_text().split())
     for name in names:
         assert f"`{name}`" in docs
+
+
+# --- rules.py -----------------------------------------------------------------------
+
+# vllm/config/speculative.py (0.26): EagleModelTypes = eagle, eagle3,
+# extract_hidden_states, the MTP model types, dflash; NgramGPUTypes = ngram_gpu;
+# VllmConfig.__post_init__ also keeps async scheduling on with dspark.
+ASYNC_METHODS_0_26 = (
+    "eagle",
+    "eagle3",
+    "extract_hidden_states",
+    "mtp",
+    "deepseek_mtp",
+    "glm4_moe_mtp",
+    "dflash",
+    "ngram_gpu",
+    "dspark",
+)
+OTHER_METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix")
+
+
+@pytest.mark.parametrize("method", ASYNC_METHODS_0_26)
+def test_0_26_keeps_async_scheduling_with_eagle_mtp_ngram_gpu_dspark(method: str) -> None:
+    assert default_async_scheduling(SERVE_RULES_0_26, pooling=False, speculative_method=method)
+    # ... unless the drafter batch is not padded (the next elif of __post_init__).
+    assert not default_async_scheduling(
+        SERVE_RULES_0_26,
+        pooling=False,
+        speculative_method=method,
+        disable_padded_drafter_batch=True,
+    )
+
+
+@pytest.mark.parametrize("method", OTHER_METHODS)
+def test_0_26_turns_async_scheduling_off_for_other_methods(method: str) -> None:
+    assert not default_async_scheduling(SERVE_RULES_0_26, pooling=False, speculative_method=method)
+
+
+def test_pooling_models_and_explicit_draft_models() -> None:
+    # __post_init__: runner_type "pooling" -> async_scheduling False, first of all.
+    assert not default_async_scheduling(SERVE_RULES_0_34, pooling=True, speculative_method=None)
+    assert default_async_scheduling(SERVE_RULES_0_26, pooling=False, speculative_method=None)
+    # Asked for explicitly, 0.26 also takes draft_model (the explicit branch's check).
+    for explicit, refused in ((True, False), (False, True)):
+        refusal = async_scheduling_refusal(
+            SERVE_RULES_0_26,
+            speculative_method="draft_model",
+            disable_padded_drafter_batch=False,
+            pipeline_parallel_size=1,
+            explicit=explicit,
+        )
+        assert (refusal is not None) is refused
+    # Without speculative decoding the padded-drafter flag has no say.
+    assert (
+        async_scheduling_refusal(
+            SERVE_RULES_0_26,
+            speculative_method=None,
+            disable_padded_drafter_batch=True,
+            pipeline_parallel_size=1,
+        )
+        is None
+    )
+
+
+def test_mtp_model_types_fold_into_mtp() -> None:
+    # vllm/config/speculative.py: every MTPModelTypes entry ends in "_mtp"; the
+    # speculative config reports method "mtp" for them.
+    assert speculative_method_name("deepseek_mtp") == "mtp"
+    assert speculative_method_name("mimo_v2_mtp") == "mtp"
+    assert speculative_method_name("eagle3") == "eagle3"
+
+
+def test_the_v2_runner_and_pipeline_parallelism() -> None:
+    # 0.26: V1 only. 0.33: V2 unless a feature (suffix, custom_class drafting)
+    # falls back to V1, where pipeline parallelism turns async scheduling off.
+    assert not uses_model_runner_v2(SERVE_RULES_0_26, None)
+    assert uses_model_runner_v2(SERVE_RULES_0_33, None)
+    assert uses_model_runner_v2(SERVE_RULES_0_33, "eagle")
+    assert not uses_model_runner_v2(SERVE_RULES_0_33, "suffix")
+    assert uses_model_runner_v2(SERVE_RULES_0_34, "suffix")
+    assert default_async_scheduling(
+        SERVE_RULES_0_33, pooling=False, speculative_method="eagle", pipeline_parallel_size=2
+    )
+    assert default_async_scheduling(
+        SERVE_RULES_0_26, pooling=False, speculative_method="eagle", pipeline_parallel_size=2
+    )
+
+
+def test_prefix_caching_defaults() -> None:
+    # ModelConfig.is_prefix_caching_supported: off for attention-free and
+    # encoder-decoder models; 0.26's EngineArgs keeps it off for hybrids.
+    for rules in (SERVE_RULES_0_26, SERVE_RULES_0_34):
+        assert default_prefix_caching(rules, has_attention=True, has_mamba=False)
+        assert not default_prefix_caching(rules, has_attention=False, has_mamba=True)
+        assert not default_prefix_caching(
+            rules, has_attention=True, has_mamba=False, is_encoder_decoder=True
+        )
+    assert not default_prefix_caching(SERVE_RULES_0_26, has_attention=True, has_mamba=True)
+    assert default_prefix_caching(SERVE_RULES_0_34, has_attention=True, has_mamba=True)
+
+
+@pytest.mark.parametrize(
+    "architecture",
+    [
+        # vllm/model_executor/models/*.py (0.26): the classes that implement
+        # SupportsMambaPrefixCaching.
+        "NemotronHForCausalLM",
+        "JambaForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "FalconH1ForCausalLM",
+        "Zamba2ForCausalLM",
+        "Mamba2ForCausalLM",
+        "MambaForCausalLM",
+    ],
+)
+def test_mamba_prefix_caching_models_get_mode_all_in_0_26(architecture: str) -> None:
+    # MambaModelConfig.verify_and_update_config (0.26): "all" for those models.
+    assert architecture in MAMBA_PREFIX_CACHING_ARCHITECTURES
+    mode = default_mamba_cache_mode(
+        SERVE_RULES_0_26, architecture=architecture, prefix_caching=True
+    )
+    assert mode == "all"
+    assert (
+        default_mamba_cache_mode(SERVE_RULES_0_34, architecture=architecture, prefix_caching=True)
+        == "align"
+    )
+    assert (
+        default_mamba_cache_mode(SERVE_RULES_0_26, architecture=architecture, prefix_caching=False)
+        == "none"
+    )
+
+
+def test_other_hybrids_get_align_in_0_26() -> None:
+    mode = default_mamba_cache_mode(
+        SERVE_RULES_0_26, architecture="Qwen3NextForCausalLM", prefix_caching=True
+    )
+    assert mode == "align"
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    # vllm/config/model.py _SUFFIX_TO_DEFAULTS: these endings run the pooling runner.
+    ["ForSequenceClassification", "ForTokenClassification", "ForRewardModeling", "EmbeddingModel"],
+)
+def test_pooling_suffixes_are_vllms(suffix: str) -> None:
+    assert ("Qwen2" + suffix).endswith(POOLING_SUFFIXES)
