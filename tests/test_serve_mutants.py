@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from kvpure.errors import InvalidFieldError
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.layout import ModelLayout
@@ -55,6 +56,13 @@ def test_expert_parallelism_is_off_unless_asked() -> None:
 def test_the_release_is_held_as_x_y(given: str, release: str) -> None:
     # The releases kvpure answers for are named X.Y (vLLM 0.26.0 -> "0.26").
     assert ServeFlags(kv_cache_memory_bytes=(GIB,), vllm_version=given).vllm_version == release
+
+
+@pytest.mark.parametrize("memory", [-1, True])
+def test_each_kv_cache_memory_figure_is_checked(memory: object) -> None:
+    # Issue 24 point 6: a negative, bool or float figure is a typed error naming the flag.
+    with pytest.raises(InvalidFieldError, match="--kv-cache-memory"):
+        ServeFlags(kv_cache_memory_bytes=(GIB, memory))  # type: ignore[arg-type]  # bad on purpose
 
 
 def test_an_unknown_release_is_refused_naming_the_flag() -> None:
