@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,44 @@ def test_each_kv_cache_memory_figure_is_checked(memory: object) -> None:
     # Issue 24 point 6: a negative, bool or float figure is a typed error naming the flag.
     with pytest.raises(InvalidFieldError, match="--kv-cache-memory"):
         ServeFlags(kv_cache_memory_bytes=(GIB, memory))  # type: ignore[arg-type]  # bad on purpose
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [
+        ("tensor_parallel_size", 0, "--tensor-parallel-size"),
+        ("pipeline_parallel_size", 0, "--pipeline-parallel-size"),
+        ("data_parallel_size", 0, "--data-parallel-size"),
+        ("max_model_len", 0, "--max-model-len"),
+        ("max_num_batched_tokens", 0, "--max-num-batched-tokens"),
+        ("max_num_seqs", 0, "--max-num-seqs"),
+        ("block_size", 0, "--block-size"),
+        ("num_gpu_blocks_override", 0, "--num-gpu-blocks-override"),
+        ("usage_context", "batch", "--usage-context"),
+        ("kv_cache_dtype", "int4", "--kv-cache-dtype"),
+        ("dtype", "int8", "--dtype"),
+        ("mamba_ssm_cache_dtype", "int8", "--mamba-ssm-cache-dtype"),
+        ("mamba_cache_mode", "some", "--mamba-cache-mode"),
+        ("gpu_memory_utilization", 1.5, "--gpu-memory-utilization"),
+    ],
+)
+def test_each_bad_flag_is_refused_naming_it(field: str, value: object, flag: str) -> None:
+    # vLLM's EngineArgs: sizes and counts are positive; the choices are its Literals
+    # (ModelDType, CacheDType, MambaCacheMode, UsageContext serve/llm).
+    with pytest.raises(InvalidFieldError) as caught:
+        given: dict[str, Any] = {field: value}
+        ServeFlags(kv_cache_memory_bytes=(GIB,), **given)
+    assert caught.value.field == flag
+
+
+def test_the_smallest_accepted_figures() -> None:
+    # One token, one sequence, 0 bytes of KV memory (vLLM then refuses at start:
+    # "No available memory for the cache blocks"), a length and "auto" never both.
+    flags = ServeFlags(kv_cache_memory_bytes=(0,), max_model_len=1, max_num_seqs=1, block_size=1)
+    assert flags.kv_cache_memory_bytes == (0,)
+    assert ServeFlags(kv_cache_memory_bytes=(GIB,), max_model_len_auto=True).max_model_len is None
+    with pytest.raises(InvalidFieldError, match="auto"):
+        ServeFlags(kv_cache_memory_bytes=(GIB,), max_model_len_auto=True, max_model_len=8)
 
 
 def test_an_unknown_release_is_refused_naming_the_flag() -> None:
