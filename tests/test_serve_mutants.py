@@ -88,8 +88,8 @@ def test_each_kv_cache_memory_figure_is_checked(memory: object) -> None:
 def test_each_bad_flag_is_refused_naming_it(field: str, value: object, flag: str) -> None:
     # vLLM's EngineArgs: sizes and counts are positive; the choices are its Literals
     # (ModelDType, CacheDType, MambaCacheMode, UsageContext serve/llm).
+    given: dict[str, Any] = {field: value}
     with pytest.raises(InvalidFieldError) as caught:
-        given: dict[str, Any] = {field: value}
         ServeFlags(kv_cache_memory_bytes=(GIB,), **given)
     assert caught.value.field == flag
 
