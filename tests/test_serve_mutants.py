@@ -289,6 +289,11 @@ def test_the_v2_runner_and_pipeline_parallelism() -> None:
     assert uses_model_runner_v2(SERVE_RULES_0_33, None)
     assert uses_model_runner_v2(SERVE_RULES_0_33, "eagle")
     assert not uses_model_runner_v2(SERVE_RULES_0_33, "suffix")
+    # 0.33's _get_v2_model_runner_unsupported_features also names "custom_class".
+    assert not uses_model_runner_v2(SERVE_RULES_0_33, "custom_class")
+    assert not default_async_scheduling(
+        SERVE_RULES_0_33, pooling=False, speculative_method="custom_class"
+    )
     assert uses_model_runner_v2(SERVE_RULES_0_34, "suffix")
     assert default_async_scheduling(
         SERVE_RULES_0_33, pooling=False, speculative_method="eagle", pipeline_parallel_size=2
