@@ -166,7 +166,8 @@ def test_a_given_kv_cache_dtype_is_kept_and_the_checkpoint_quantization_is_shown
     assert setting.note == "auto: the checkpoint's KV cache quantization"
     # A checkpoint that says "auto" is no quantization: the model dtype.
     auto = replace(llama(), checkpoint_kv_cache_dtype="auto")
-    assert resolve_kv_cache_dtype(auto, ServeFlags(kv_cache_memory_bytes=(GIB,)))[0] == "auto"
+    plan_dtype, setting = resolve_kv_cache_dtype(auto, ServeFlags(kv_cache_memory_bytes=(GIB,)))
+    assert (plan_dtype, setting.value, setting.source) == ("auto", "bfloat16", Source.VLLM_DEFAULT)
 
 
 def test_the_extensible_cache_notes_say_why_it_is_off() -> None:
