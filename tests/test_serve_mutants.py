@@ -362,3 +362,17 @@ def test_other_hybrids_get_align_in_0_26() -> None:
 )
 def test_pooling_suffixes_are_vllms(suffix: str) -> None:
     assert ("Qwen2" + suffix).endswith(POOLING_SUFFIXES)
+
+
+def test_asking_for_async_scheduling_with_an_unpadded_drafter_names_the_cause() -> None:
+    # vllm/config/vllm.py (0.26) VllmConfig.__post_init__, async scheduling asked for:
+    # "Async scheduling is not compatible with disable_padded_drafter_batch=True."
+    refusal = async_scheduling_refusal(
+        SERVE_RULES_0_26,
+        speculative_method="eagle",
+        disable_padded_drafter_batch=True,
+        pipeline_parallel_size=1,
+        explicit=True,
+    )
+    assert refusal is not None
+    assert "padded drafter" in refusal
