@@ -33,6 +33,7 @@ from kvpure.serve.rules import (
     uses_model_runner_v2,
 )
 from kvpure.serve.setting import Source
+from kvpure.serve.verdict import Verdict, largest_fitting_max_model_len
 from kvpure.versions import UnknownVllmVersionError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -377,3 +378,36 @@ def test_asking_for_async_scheduling_with_an_unpadded_drafter_names_the_cause() 
     )
     assert refusal is not None
     assert refusal.startswith("padded drafter")
+
+
+# --- verdict.py ---------------------------------------------------------------------
+
+
+def _verdict_line(concurrency: float, max_num_seqs: int, data_parallel_size: int) -> str:
+    return Verdict(
+        starts=True,
+        tokens=1000,
+        concurrency=concurrency,
+        max_model_len=100,
+        max_num_seqs=max_num_seqs,
+        data_parallel_size=data_parallel_size,
+    ).line
+
+
+def test_the_verdict_line_names_engines_from_two_and_the_cap_only_past_it() -> None:
+    # Data-parallel engines are planned alike, tokens per engine (docs/serve.md).
+    assert "x2 engines" in _verdict_line(4.0, 8, 2)
+    assert "engines" not in _verdict_line(4.0, 8, 1)
+    # max_num_seqs caps the requests at once only when more would fit.
+    assert "caps" not in _verdict_line(4.0, 4, 1)
+    assert "requests of" in _verdict_line(4.0, 4, 1)
+    assert "(max_num_seqs caps it at 4)" in _verdict_line(4.5, 4, 1)
+
+
+def test_the_largest_length_ignores_max_model_len_auto() -> None:
+    layout = llama()
+    flags = ServeFlags(kv_cache_memory_bytes=(100 * 2**20,), max_model_len=2048)
+    auto = replace(flags, max_model_len=None, max_model_len_auto=True)
+    best = largest_fitting_max_model_len(layout, flags, 2048)
+    assert best is not None
+    assert largest_fitting_max_model_len(layout, auto, 2048) == best
