@@ -65,6 +65,7 @@ _SERVE_TESTS = (
     "tests/test_memory_cli.py",
     "tests/test_serve_connectors_methods.py",
     "tests/test_serve_cli.py",
+    "tests/test_serve_mutants.py",
 )
 _TEXT_TESTS = (
     "tests/test_text_budget_bounds.py",
