@@ -1,0 +1,56 @@
+"""Edges of events/ that the mutation run (issue 24, round 2) found unread.
+
+Expected values are vLLM's: the wire fields of its ``kv_events.py`` (0.26.0,
+0.34.0) and msgspec's own errors, not kvpure's output.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from kvpure.events import (
+    VLLM_0_26_EVENTS,
+    EventProfile,
+    KVEventArgumentTypeError,
+    UnknownEventTypeError,
+    decode_batch,
+)
+
+
+@pytest.mark.parametrize(
+    "event_fields",
+    [
+        (("BlockStored", "block_hashes"),),  # the fields as a str, not a tuple
+        (("BlockStored", ("block_hashes", 1)),),
+        ((1, ("block_hashes",)),),
+        (("BlockStored", ("block_hashes",), ("x",)),),
+        (("BlockStored",),),
+    ],
+)
+def test_a_profile_refuses_malformed_event_fields(event_fields: object) -> None:
+    # beartype (tests/conftest.py) refuses these at __init__ already; the check that
+    # stands without it, in an installed kvpure, is __post_init__'s: run it directly
+    profile = object.__new__(EventProfile)
+    values = {
+        "name": "bad",
+        "vllm_version": "0",
+        "event_fields": event_fields,
+        "hash_profile": VLLM_0_26_EVENTS.hash_profile,
+    }
+    for name, value in values.items():
+        object.__setattr__(profile, name, value)
+    with pytest.raises(KVEventArgumentTypeError, match=r"EventProfile\.event_fields"):
+        profile.__post_init__()
+
+
+def test_an_unknown_event_type_lists_the_tags_vllm_sends() -> None:
+    # vLLM's kv_events.py: BlockStored, BlockRemoved, AllBlocksCleared (a tagged union)
+    payload = msgspec.msgpack.encode([1.0, [{"type": "Foo"}], None])
+    with pytest.raises(UnknownEventTypeError) as caught:
+        decode_batch(payload)
+    assert caught.value.event_index == 0
+    assert caught.value.field == "type"
+    assert str(caught.value).endswith(
+        "unknown event type; vLLM sends BlockStored, BlockRemoved, AllBlocksCleared"
+    )
