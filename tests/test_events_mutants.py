@@ -11,10 +11,12 @@ import pytest
 
 from kvpure.events import (
     VLLM_0_26_EVENTS,
+    BlockStored,
     EventProfile,
     KVEventArgumentTypeError,
     UnknownEventTypeError,
     decode_batch,
+    encode_event,
 )
 
 
@@ -54,3 +56,39 @@ def test_an_unknown_event_type_lists_the_tags_vllm_sends() -> None:
     assert str(caught.value).endswith(
         "unknown event type; vLLM sends BlockStored, BlockRemoved, AllBlocksCleared"
     )
+
+
+def _msgspec_uses_map16(num_fields: int) -> bool:
+    # vLLM's KVCacheEvent: msgspec.Struct, omit_defaults=True, tag=True
+    struct = msgspec.defstruct(
+        "BlockStored",
+        [(f"f{i}", object, None) for i in range(num_fields)],
+        tag=True,
+        omit_defaults=True,
+    )
+    return msgspec.msgpack.encode(struct(f0=1))[0] == 0xDE
+
+
+@pytest.mark.parametrize("num_fields", [13, 14, 15])
+def test_the_map16_boundary_is_msgspecs(num_fields: int) -> None:
+    # 14 fields + the tag are 15 keys (a fixmap); 15 fields + the tag need a map16
+    fields = BlockStored.__struct_fields__[:num_fields]
+    profile = EventProfile(
+        name="cut",
+        vllm_version="0",
+        event_fields=(("BlockStored", fields),),
+        hash_profile=VLLM_0_26_EVENTS.hash_profile,
+    )
+    expected = _msgspec_uses_map16(num_fields)
+    assert expected == (num_fields == 15)
+    assert profile.uses_map16("BlockStored") is expected
+    event = BlockStored(
+        block_hashes=(1,),
+        parent_block_hash=None,
+        token_ids=(),
+        block_size=1,
+        lora_id=None,
+        medium=None,
+        lora_name=None,
+    )
+    assert (encode_event(event, profile=profile)[0] == 0xDE) is expected
