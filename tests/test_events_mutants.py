@@ -12,12 +12,14 @@ import pytest
 from kvpure.events import (
     VLLM_0_26_EVENTS,
     BlockStored,
+    EventFieldTypeError,
     EventProfile,
     KVEventArgumentTypeError,
     UnknownEventTypeError,
     decode_batch,
     encode_event,
 )
+from kvpure.events.translate import from_validation
 
 
 @pytest.mark.parametrize(
@@ -92,3 +94,17 @@ def test_the_map16_boundary_is_msgspecs(num_fields: int) -> None:
         lora_name=None,
     )
     assert (encode_event(event, profile=profile)[0] == 0xDE) is expected
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [("$[0]", "ts"), ("$[2]", "data_parallel_rank"), ("$[3]", "[3]"), ("$[1][0]", None)],
+)
+def test_a_batch_path_names_the_batch_field(path: str, field: str | None) -> None:
+    # vLLM's KVEventBatch is array_like: [ts, events, data_parallel_rank]; msgspec
+    # refuses a longer array before reading past it, so [3] is named by position
+    error = from_validation(
+        msgspec.ValidationError(f"Expected `int`, got `str` - at `{path}`"), b""
+    )
+    assert isinstance(error, EventFieldTypeError)
+    assert error.field == field
