@@ -11,14 +11,18 @@ import pytest
 
 from kvpure.events import (
     VLLM_0_26_EVENTS,
+    BlockRemoved,
     BlockStored,
     EventFieldTypeError,
     EventProfile,
     KVEventArgumentTypeError,
+    KVEventBatch,
+    LiveBlocks,
     UnknownEventTypeError,
     decode_batch,
     encode_event,
 )
+from kvpure.events.live import _key
 from kvpure.events.translate import from_validation
 
 
@@ -108,3 +112,54 @@ def test_a_batch_path_names_the_batch_field(path: str, field: str | None) -> Non
     )
     assert isinstance(error, EventFieldTypeError)
     assert error.field == field
+
+
+def _stored(*hashes: int, group_idx: int | None = 0, medium: str | None = "GPU") -> BlockStored:
+    return BlockStored(
+        block_hashes=hashes,
+        parent_block_hash=None,
+        token_ids=tuple(range(len(hashes))),
+        block_size=1,
+        lora_id=None,
+        medium=medium,
+        lora_name=None,
+        group_idx=group_idx,
+    )
+
+
+def test_live_copies_count_up_and_down_like_the_block_pool() -> None:
+    # vLLM's block pool: every BlockStored hash is one more cached block, every
+    # BlockRemoved one fewer; the hash stays cached while a block holds it
+    state = LiveBlocks().apply_all([_stored(7), _stored(7), _stored(7)])
+    assert state.copies_of(7, group_idx=0) == 3
+    state = state.apply(BlockRemoved(block_hashes=(7,), medium="GPU", group_idx=0))
+    assert state.copies_of(7, group_idx=0) == 2
+    state = state.apply(BlockRemoved(block_hashes=(7, 7), medium="GPU", group_idx=0))
+    assert state.copies_of(7, group_idx=0) == 0
+    assert not state.is_cached(7, group_idx=0)
+    assert (state.num_cached_hashes, state.unmatched_removals) == (0, 0)
+
+
+def test_live_blocks_take_one_event_or_one_batch() -> None:
+    batch = KVEventBatch(ts=0.0, events=(_stored(1), _stored(1)), data_parallel_rank=None)
+    assert LiveBlocks().apply_all([batch]).copies_of(1, group_idx=0) == 2
+    other = LiveBlocks().apply_all([_stored(1, group_idx=None, medium=None)])
+    assert other.copies_of(1, group_idx=None, medium=None) == 1
+    assert other.copies_of(1, group_idx=None) == 0  # the default medium is "GPU"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "name"),
+    [
+        ((True, 0, "GPU"), "block_hash"),
+        ((1.0, 0, "GPU"), "block_hash"),
+        ((1, True, "GPU"), "group_idx"),
+        ((1, "0", "GPU"), "group_idx"),
+        ((1, 0, 5), "medium"),
+    ],
+)
+def test_a_live_key_refuses_bad_parts(arguments: tuple[object, object, object], name: str) -> None:
+    with pytest.raises(KVEventArgumentTypeError, match=name):
+        _key(*arguments)
+    assert _key(b"\x01" * 32, None, None) == (None, None, b"\x01" * 32)
+    assert _key(3, 0, "CPU") == ("CPU", 0, 3)
