@@ -6,6 +6,9 @@ Expected values are vLLM's: the wire fields of its ``kv_events.py`` (0.26.0,
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -21,9 +24,11 @@ from kvpure.events import (
     UnknownEventTypeError,
     decode_batch,
     encode_event,
+    get_event_profile,
 )
 from kvpure.events.live import _key
 from kvpure.events.translate import from_validation
+from tests.conftest import GOLDEN_026, GOLDEN_033
 
 
 @pytest.mark.parametrize(
@@ -163,3 +168,15 @@ def test_a_live_key_refuses_bad_parts(arguments: tuple[object, object, object], 
         _key(*arguments)
     assert _key(b"\x01" * 32, None, None) == (None, None, b"\x01" * 32)
     assert _key(3, 0, "CPU") == ("CPU", 0, 3)
+
+
+@pytest.mark.parametrize("golden_dir", [GOLDEN_026, GOLDEN_033], ids=["0.26", "0.33"])
+def test_a_profile_is_its_goldens_release(golden_dir: Path) -> None:
+    golden = json.loads((golden_dir / "kv_events.json").read_text())
+    version = golden["vllm_version"]
+    profile = get_event_profile("vllm-" + version.rsplit(".", 1)[0])
+    assert profile.vllm_version == version
+    for event_type in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
+        fields = tuple(f["name"] for f in golden["schema"][event_type]["fields"])
+        assert profile.fields_of(event_type) == fields
+    assert profile.fields_of("KVCacheEvent") == ()
