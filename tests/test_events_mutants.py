@@ -21,6 +21,7 @@ from kvpure.events import (
     KVEventArgumentTypeError,
     KVEventBatch,
     LiveBlocks,
+    MissingEventFieldError,
     UnknownEventTypeError,
     decode_batch,
     encode_event,
@@ -180,3 +181,23 @@ def test_a_profile_is_its_goldens_release(golden_dir: Path) -> None:
         fields = tuple(f["name"] for f in golden["schema"][event_type]["fields"])
         assert profile.fields_of(event_type) == fields
     assert profile.fields_of("KVCacheEvent") == ()
+    # every event type the golden declares is listed, AllBlocksCleared (no fields) too
+    declared = [name for name in golden["schema"] if name in ("BlockStored", "BlockRemoved")]
+    declared.append("AllBlocksCleared")
+    assert [name for name, _ in profile.event_fields] == declared
+
+
+def test_a_missing_field_names_its_event() -> None:
+    # vLLM 0.26's BlockStored declares block_size without a default (always written)
+    event = {"type": "BlockStored", "block_hashes": [1], "parent_block_hash": None}
+    event |= {"token_ids": [1], "lora_id": None, "medium": "GPU", "lora_name": None}
+    payload = msgspec.msgpack.encode([1.0, [event], None])
+    with pytest.raises(MissingEventFieldError) as caught:
+        decode_batch(payload)
+    error = caught.value
+    assert (error.event_index, error.field, error.event_type) == (0, "block_size", "BlockStored")
+    assert "vLLM writes this field" in str(error)
+    untagged = msgspec.msgpack.encode([1.0, [{"block_hashes": [1]}], None])
+    with pytest.raises(MissingEventFieldError, match="the tag that names the event") as caught:
+        decode_batch(untagged)
+    assert (caught.value.event_index, caught.value.field) == (0, "type")
