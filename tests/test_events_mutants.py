@@ -20,8 +20,12 @@ from kvpure.events import (
     EventProfile,
     KVEventArgumentTypeError,
     KVEventBatch,
+    KVEventDecodeError,
     LiveBlocks,
+    MalformedEventBatchError,
     MissingEventFieldError,
+    TruncatedEventBatchError,
+    UnknownEventFieldError,
     UnknownEventTypeError,
     decode_batch,
     encode_event,
@@ -202,3 +206,53 @@ def test_a_missing_field_names_its_event() -> None:
         decode_batch(untagged)
     assert (caught.value.event_index, caught.value.field) == (0, "type")
     assert caught.value.reason == "missing: the tag that names the event"
+
+
+_UNKNOWN_REASON = (
+    "no event of any known vLLM version has this field (vLLM skips it; strict mode refuses it)"
+)
+_TOO_LONG_REASON = (
+    "Expected `array` of at most length 3, got 4: elements past ts, events, "
+    "data_parallel_rank are not declared (vLLM skips them; strict mode refuses them)"
+)
+
+
+@pytest.mark.parametrize(
+    ("batch", "error_class", "where", "reason"),
+    [
+        (
+            [1.0, [{"type": "AllBlocksCleared", "colour": 1}], None],
+            UnknownEventFieldError,
+            (0, "colour", "AllBlocksCleared"),
+            _UNKNOWN_REASON,
+        ),
+        ([1.0, [], None, 4], UnknownEventFieldError, (None, None, None), _TOO_LONG_REASON),
+        (
+            [1.0, [{"type": "BlockRemoved", "block_hashes": "x", "medium": None}], None],
+            EventFieldTypeError,
+            (0, "block_hashes", "BlockRemoved"),
+            "Expected `array`, got `str`",  # msgspec's words, as vLLM's decoder says them
+        ),
+    ],
+)
+def test_strict_decoding_names_what_vllm_skips_or_refuses(
+    batch: list[object], error_class: type[Exception], where: tuple[object, ...], reason: str
+) -> None:
+    with pytest.raises(error_class) as caught:
+        decode_batch(msgspec.msgpack.encode(batch), strict=True)
+    error = caught.value
+    assert isinstance(error, KVEventDecodeError)
+    assert type(error) is error_class
+    assert (error.event_index, error.field, error.event_type) == where
+    assert error.reason == reason
+
+
+def test_broken_bytes_are_truncated_or_malformed_where_they_break() -> None:
+    # 0x93 is a 3-array, 0xcb a float64 (ts) with none of its 8 bytes; 0xc1 is never used
+    with pytest.raises(TruncatedEventBatchError) as truncated:
+        decode_batch(b"\x93\xcb")
+    assert (truncated.value.field, truncated.value.offset) == ("ts", 2)
+    with pytest.raises(MalformedEventBatchError) as malformed:
+        decode_batch(b"\xc1")
+    assert type(malformed.value) is MalformedEventBatchError
+    assert malformed.value.offset == 0
