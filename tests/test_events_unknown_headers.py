@@ -1,0 +1,36 @@
+"""Unknown keys stripped under each MessagePack map header width (issue 24, round 2).
+
+msgspec (vLLM's decoder) reads a map of any header width: fixmap, map16 and
+map32 all decode. The stripped event keeps its header's width with the new
+count, and the batch decodes as vLLM's tolerant decoder reads the original.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from kvpure.events import AllBlocksCleared, decode_batch
+from kvpure.events.unknown import UnknownField, strip_unknown_fields
+
+_ENC = msgspec.msgpack.encode
+_TYPE_ENTRY = _ENC("type") + _ENC("AllBlocksCleared")
+
+
+@pytest.mark.parametrize(
+    ("two_keys", "one_key"),
+    [
+        (b"\x82", b"\x81"),
+        (b"\xde\x00\x02", b"\xde\x00\x01"),
+        (b"\xdf\x00\x00\x00\x02", b"\xdf\x00\x00\x00\x01"),
+    ],
+    ids=["fixmap", "map16", "map32"],
+)
+def test_a_stripped_event_keeps_its_header_width(two_keys: bytes, one_key: bytes) -> None:
+    event = two_keys + _TYPE_ENTRY + _ENC("colour") + _ENC(1)
+    assert msgspec.msgpack.decode(event) == {"type": "AllBlocksCleared", "colour": 1}
+    payload = b"\x93" + _ENC(1.0) + b"\x91" + event + b"\xc0"
+    stripped, found = strip_unknown_fields(payload, {"AllBlocksCleared": frozenset({"type"})})
+    assert stripped == b"\x93" + _ENC(1.0) + b"\x91" + one_key + _TYPE_ENTRY + b"\xc0"
+    assert found == (UnknownField(0, "AllBlocksCleared", "colour"),)
+    assert decode_batch(payload).events == (AllBlocksCleared(),)
