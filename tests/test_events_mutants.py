@@ -32,6 +32,7 @@ from kvpure.events import (
     get_event_profile,
 )
 from kvpure.events.live import _key
+from kvpure.events.profiles import extra_fields
 from kvpure.events.translate import from_validation
 from tests.conftest import GOLDEN_026, GOLDEN_033
 
@@ -256,3 +257,17 @@ def test_broken_bytes_are_truncated_or_malformed_where_they_break() -> None:
         decode_batch(b"\xc1")
     assert type(malformed.value) is MalformedEventBatchError
     assert malformed.value.offset == 0
+
+
+def test_extra_fields_are_the_newer_releases_fields() -> None:
+    # kvpure's structs hold 0.33's fields; 0.26 lacks the ones its golden schema lacks
+    schemas = [
+        json.loads((golden_dir / "kv_events.json").read_text())["schema"]
+        for golden_dir in (GOLDEN_026, GOLDEN_033)
+    ]
+    for event_type in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
+        old, new = ([f["name"] for f in schema[event_type]["fields"]] for schema in schemas)
+        expected = tuple(name for name in new if name not in old)
+        assert extra_fields(VLLM_0_26_EVENTS, event_type) == expected
+        assert extra_fields(get_event_profile("vllm-0.33"), event_type) == ()
+    assert extra_fields(VLLM_0_26_EVENTS, "BlockStored")  # 0.33 added BlockStored fields
