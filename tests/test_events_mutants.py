@@ -33,7 +33,7 @@ from kvpure.events import (
 )
 from kvpure.events.live import _key
 from kvpure.events.profiles import extra_fields
-from kvpure.events.translate import from_validation
+from kvpure.events.translate import from_broken_bytes, from_validation
 from tests.conftest import GOLDEN_026, GOLDEN_033
 
 
@@ -70,6 +70,7 @@ def test_an_unknown_event_type_lists_the_tags_vllm_sends() -> None:
         decode_batch(payload)
     assert caught.value.event_index == 0
     assert caught.value.field == "type"
+    assert caught.value.event_type == "Foo"  # the tag as it was on the wire
     assert str(caught.value).endswith(
         "unknown event type; vLLM sends BlockStored, BlockRemoved, AllBlocksCleared"
     )
@@ -271,3 +272,12 @@ def test_extra_fields_are_the_newer_releases_fields() -> None:
         assert extra_fields(VLLM_0_26_EVENTS, event_type) == expected
         assert extra_fields(get_event_profile("vllm-0.33"), event_type) == ()
     assert extra_fields(VLLM_0_26_EVENTS, "BlockStored")  # 0.33 added BlockStored fields
+
+
+def test_bytes_the_scanner_finds_whole_keep_msgspecs_reason() -> None:
+    # when msgspec refuses bytes that the scanner reads through, its own words stay
+    whole = msgspec.msgpack.encode([1.0, [], None])
+    error = from_broken_bytes(msgspec.DecodeError("boom"), whole)
+    assert type(error) is MalformedEventBatchError
+    assert (error.reason, error.offset) == ("boom", None)
+    assert from_broken_bytes(msgspec.DecodeError(), whole).reason == "DecodeError"
