@@ -6,6 +6,7 @@ Expected values are vLLM's: the wire fields of its ``kv_events.py`` (0.26.0,
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -287,9 +288,7 @@ def test_bytes_the_scanner_finds_whole_keep_msgspecs_reason() -> None:
 def test_live_blocks_take_one_event_or_one_batch_unwrapped() -> None:
     # apply_all's hint is an iterable, so beartype (tests/conftest.py) refuses a lone
     # event or batch; an installed kvpure takes one as documented: run it unwrapped
-    apply_all: Callable[[LiveBlocks, object], LiveBlocks] = getattr(
-        LiveBlocks.apply_all, "__wrapped__", LiveBlocks.apply_all
-    )
+    apply_all: Callable[[LiveBlocks, object], LiveBlocks] = inspect.unwrap(LiveBlocks.apply_all)
     assert apply_all(LiveBlocks(), _stored(1, 2)).num_cached_hashes == 2
     batch = KVEventBatch(ts=0.0, events=(_stored(1), _stored(1)), data_parallel_rank=None)
     assert apply_all(LiveBlocks(), batch).copies_of(1, group_idx=0) == 2
