@@ -30,6 +30,7 @@ from kvpure.events import (
     UnknownEventFieldError,
     UnknownEventTypeError,
     decode_batch,
+    decode_report,
     encode_event,
     get_event_profile,
 )
@@ -294,3 +295,27 @@ def test_live_blocks_take_one_event_or_one_batch_unwrapped() -> None:
     assert apply_all(LiveBlocks(), batch).copies_of(1, group_idx=0) == 2
     with pytest.raises(KVEventArgumentTypeError, match="events"):
         apply_all(LiveBlocks(), 5)
+
+
+def test_batch_elements_past_the_third_are_skipped_unless_strict() -> None:
+    # vLLM's EventBatch is array_like and does not forbid unknown fields: msgspec
+    # itself skips trailing elements, so a newer server's batch reaches an old reader
+    class VllmBatch(msgspec.Struct, array_like=True, omit_defaults=True):
+        ts: float
+        events: list[object]
+        data_parallel_rank: int | None = None
+
+    payload = msgspec.msgpack.encode([1.0, [], None, 4, "x"])
+    assert msgspec.msgpack.decode(payload, type=VllmBatch) == VllmBatch(1.0, [], None)
+    report = decode_report(payload)
+    assert (report.batch.ts, report.batch.events, report.batch.data_parallel_rank) == (
+        1.0,
+        (),
+        None,
+    )
+    assert [field.describe() for field in report.unknown_fields] == [
+        "batch element [3]",
+        "batch element [4]",
+    ]
+    with pytest.raises(UnknownEventFieldError):
+        decode_batch(payload, strict=True)
