@@ -56,3 +56,36 @@ def test_an_unknown_field_refuses_bad_parts(
         object.__setattr__(record, attribute, value)
     with pytest.raises(KVEventArgumentTypeError, match=name):
         record.__post_init__()
+
+
+_CLEARED = {"type": "AllBlocksCleared"}
+_COLOURED = {"type": "AllBlocksCleared", "colour": 1}
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected", "found"),
+    [
+        # an event that is not a map is kept as it is; the next one is still read
+        ([1.0, [5, _COLOURED], None], [1.0, [5, _CLEARED], None], [(1, "AllBlocksCleared")]),
+        # a key that is not a string is kept (msgspec refuses it on decoding)
+        (
+            [1.0, [{1: 2, "type": "AllBlocksCleared", "colour": 1}], None],
+            [1.0, [{1: 2, "type": "AllBlocksCleared"}], None],
+            [(0, "AllBlocksCleared")],
+        ),
+        # an event of an unknown type, or with a type that is not a string, is kept whole
+        (
+            [1.0, [{"type": "Nope", "colour": 1}, {"type": 5, "colour": 1}, _COLOURED], None],
+            [1.0, [{"type": "Nope", "colour": 1}, {"type": 5, "colour": 1}, _CLEARED], None],
+            [(2, "AllBlocksCleared")],
+        ),
+        # events that are not an array are kept; the fourth element is left out
+        ([1.0, "x", None, 4], [1.0, "x", None], [(None, None)]),
+    ],
+)
+def test_stripping_is_msgspecs_encoding_without_the_unknown_keys(
+    batch: list[object], expected: list[object], found: list[tuple[object, object]]
+) -> None:
+    stripped, unknown = strip_unknown_fields(_ENC(batch), {"AllBlocksCleared": frozenset({"type"})})
+    assert stripped == _ENC(expected)
+    assert [(u.event_index, u.event_type) for u in unknown] == found
