@@ -12,7 +12,14 @@ import json
 
 import pytest
 
-from kvpure.events import EventCaptureError, EventFrameError, encode_replay_request
+from kvpure.events import (
+    EventCaptureError,
+    EventFrameError,
+    EventMessage,
+    KVEventArgumentTypeError,
+    KVEventBatch,
+    encode_replay_request,
+)
 from kvpure.events.frames import capture_record, split_capture
 from tests.conftest import GOLDEN_026
 
@@ -53,3 +60,13 @@ def test_a_record_may_say_1_gib_but_not_more() -> None:
         split_capture(b"\x40\x00\x00\x00")
     with pytest.raises(EventCaptureError, match="length 1073741825 exceeds 1073741824 bytes"):
         split_capture(b"\x40\x00\x00\x01")
+
+
+def test_a_message_seq_out_of_range_names_seq() -> None:
+    batch = KVEventBatch(ts=0.0, events=(), data_parallel_rank=None)
+    with pytest.raises(EventFrameError) as caught:
+        EventMessage(topic="", seq=_END_SEQ, batch=batch)
+    assert caught.value.field == "seq"
+    with pytest.raises(KVEventArgumentTypeError, match="seq"):
+        EventMessage(topic="", seq=True, batch=batch)
+    assert EventMessage(topic="", seq=_END_SEQ - 1, batch=batch).seq == _END_SEQ - 1
