@@ -89,3 +89,20 @@ def test_stripping_is_msgspecs_encoding_without_the_unknown_keys(
     stripped, unknown = strip_unknown_fields(_ENC(batch), {"AllBlocksCleared": frozenset({"type"})})
     assert stripped == _ENC(expected)
     assert [(u.event_index, u.event_type) for u in unknown] == found
+
+
+def test_a_payload_that_is_not_an_array_is_returned_as_is() -> None:
+    payload = _ENC({"type": "AllBlocksCleared", "colour": 1})
+    assert strip_unknown_fields(payload, {"AllBlocksCleared": frozenset({"type"})}) == (
+        payload,
+        (),
+    )
+
+
+def test_a_three_element_batch_keeps_its_array16_header() -> None:
+    # msgspec reads an array16 header of count 3 as vLLM's batch; only the event changes
+    event = _ENC(_COLOURED)
+    payload = b"\xdc\x00\x03" + _ENC(1.0) + b"\x91" + event + b"\xc0"
+    stripped, _ = strip_unknown_fields(payload, {"AllBlocksCleared": frozenset({"type"})})
+    assert stripped == b"\xdc\x00\x03" + _ENC(1.0) + b"\x91" + _ENC(_CLEARED) + b"\xc0"
+    assert decode_batch(payload).events == (AllBlocksCleared(),)
