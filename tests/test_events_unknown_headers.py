@@ -106,3 +106,12 @@ def test_a_three_element_batch_keeps_its_array16_header() -> None:
     stripped, _ = strip_unknown_fields(payload, {"AllBlocksCleared": frozenset({"type"})})
     assert stripped == b"\xdc\x00\x03" + _ENC(1.0) + b"\x91" + _ENC(_CLEARED) + b"\xc0"
     assert decode_batch(payload).events == (AllBlocksCleared(),)
+
+
+def test_nothing_unknown_returns_the_payload_and_trailing_bytes_are_kept() -> None:
+    known = {"AllBlocksCleared": frozenset({"type"})}
+    clean = _ENC([1.0, [_CLEARED], None])
+    assert strip_unknown_fields(clean, known) == (clean, ())
+    stripped, found = strip_unknown_fields(_ENC([1.0, [_COLOURED], None]) + b"\x00", known)
+    assert stripped == clean + b"\x00"  # decoding then refuses the trailing byte
+    assert len(found) == 1
