@@ -81,6 +81,7 @@ _COLOURED = {"type": "AllBlocksCleared", "colour": 1}
         ),
         # events that are not an array are kept; the fourth element is left out
         ([1.0, "x", None, 4], [1.0, "x", None], [(None, None)]),
+        ([1.0, {"a": 1}, None, 4], [1.0, {"a": 1}, None], [(None, None)]),
     ],
 )
 def test_stripping_is_msgspecs_encoding_without_the_unknown_keys(
