@@ -42,6 +42,9 @@ from targets_cache import CACHE_TARGETS
 ROOT = Path(__file__).resolve().parents[2]
 
 _EVENTS_TESTS = (
+    "tests/test_events_mutants.py",
+    "tests/test_events_unknown_headers.py",
+    "tests/test_events_frames_edges.py",
     "tests/test_events_wire.py",
     "tests/test_events_unknown.py",
     "tests/test_events_malformed.py",
