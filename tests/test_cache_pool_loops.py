@@ -26,6 +26,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 import kvpure.cache.pool_loops as pool_loops
 from kvpure.cache.hash_trace import TraceRequest
+from kvpure.cache.pool_loops import CacheDict, holders_by_id
 from kvpure.cache.setup import ReplayConfig
 from kvpure.cache.workload import RunResult, replay_config, result_of
 from kvpure.cache.workload_server import ServerRun, make_request
@@ -91,7 +92,7 @@ def _run(items: list[TraceRequest], config: ReplayConfig, seqs: int) -> tuple[Ru
     pool = server.engine.manager.block_pool
     state = (
         pool.free_block_queue.free_block_ids(),
-        {key: list(holders) for key, holders in pool.cached_block_hash_to_block.items()},
+        {key: list(holders_by_id(h)) for key, h in pool.cached_block_hash_to_block.items()},
         [(b.ref_cnt, b.block_hash, b.block_hash_num_tokens) for b in pool.blocks],
     )
     return result_of(server), state
@@ -136,12 +137,17 @@ def _world(draw: st.DrawFn) -> dict[str, Any]:
     queue = FreeKVCacheBlockQueue(blocks)
     null = queue.popleft()
     null.is_null = True
-    cache: dict[bytes, dict[int, KVCacheBlock]] = {}
+    held: dict[bytes, dict[int, KVCacheBlock]] = {}
     for block in blocks[1:]:
         if draw(st.booleans()):
             key = bytes([draw(st.integers(0, 3))]) + b"\0\0\0\0"
             block.set_block_hash(key, 16)
-            cache.setdefault(key, {})[block.block_id] = block
+            held.setdefault(key, {})[block.block_id] = block
+    # vLLM's layout: one holder kept as the block, more as a dict (which may shrink to one)
+    cache: CacheDict = {
+        key: next(iter(h.values())) if len(h) == 1 and draw(st.booleans()) else h
+        for key, h in held.items()
+    }
     for block in blocks[1:]:
         if draw(st.booleans()):
             queue.remove(block)
@@ -200,7 +206,7 @@ def _snapshot(world: dict[str, Any], outcome: object) -> object:
         queue.num_free_blocks,
         [b.block_id for b in queue.get_all_free_blocks()],
         [(b.ref_cnt, b.block_hash, b.block_hash_num_tokens, b.is_queued) for b in blocks],
-        {key: list(holders) for key, holders in world["cache"].items()},
+        {key: list(holders_by_id(h)) for key, h in world["cache"].items()},
     )
 
 
@@ -236,7 +242,7 @@ def test_no_reference_is_leaked_or_lost() -> None:
     before = sys.gettotalrefcount() if hasattr(sys, "gettotalrefcount") else None
     blocks = [KVCacheBlock(i) for i in range(4)]
     counts = [sys.getrefcount(b) for b in blocks]
-    cache: dict[bytes, dict[int, KVCacheBlock]] = {}
+    cache: CacheDict = {}
     for _ in range(50):
         pool_loops.store(cache, blocks, [b"a", b"b", b"c", b"d"], (0, 4), b"!", 16, blocks[0], None)
         pool_loops.longest_prefix(cache, [b"b", b"c"], 2, b"!")

@@ -23,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kvpure.cache import AllBlocksCleared, BlockPool, BlockRemoved, BlockStored, CacheRequest
 from kvpure.free_queue import KVCacheBlock
+from kvpure.cache.pool_loops import holders_by_id
 from kvpure.hashing import (
     VLLM_0_26,
     BlockHashWithGroupId,
@@ -131,7 +132,7 @@ class BlockPoolMachine(RuleBasedStateMachine):
                     self.event_counts[make_block_hash_with_group_id(h, 0)] -= 1
         live = {key: n for key, n in self.event_counts.items() if n}
         cached = self.pool.cached_block_hash_to_block
-        assert live == {key: len(blocks) for key, blocks in cached.items()}
+        assert live == {key: len(holders_by_id(blocks)) for key, blocks in cached.items()}
 
     @invariant()
     def every_block_is_free_held_or_null(self) -> None:
@@ -151,13 +152,14 @@ class BlockPoolMachine(RuleBasedStateMachine):
         cached = self.pool.cached_block_hash_to_block
         for key, blocks in cached.items():
             assert blocks
-            for block_id, block in blocks.items():
+            for block_id, block in holders_by_id(blocks).items():
                 assert block.block_id == block_id
                 assert block.block_hash == key
                 assert get_block_hash(key)
         for block in self.pool.blocks:
             if block.block_hash is not None:
-                assert block.block_id in cached[BlockHashWithGroupId(block.block_hash)]
+                held = holders_by_id(cached[BlockHashWithGroupId(block.block_hash)])
+                assert block.block_id in held
 
     @invariant()
     def free_queue_follows_the_model(self) -> None:

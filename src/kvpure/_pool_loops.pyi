@@ -15,13 +15,13 @@ def configure(
     count_descr: object,
 ) -> None: ...
 def take(
-    cache: dict[bytes, dict[int, KVCacheBlock]] | None,
+    cache: dict[bytes, KVCacheBlock | dict[int, KVCacheBlock]] | None,
     blocks: list[KVCacheBlock],
     removed: list[bytes] | None,
     start: int,
 ) -> int: ...
 def store(
-    cache: dict[bytes, dict[int, KVCacheBlock]],
+    cache: dict[bytes, KVCacheBlock | dict[int, KVCacheBlock]],
     blocks: list[KVCacheBlock],
     hashes: object,
     start: int,
@@ -38,7 +38,7 @@ def release(
 ) -> int: ...
 def touch(queue: FreeKVCacheBlockQueue, blocks: list[KVCacheBlock], start: int) -> int: ...
 def prefix(
-    cache: dict[bytes, dict[int, KVCacheBlock]],
+    cache: dict[bytes, KVCacheBlock | dict[int, KVCacheBlock]],
     hashes: object,
     suffix: bytes,
     start: int,

@@ -32,7 +32,16 @@ from kvpure.cache.events import (
     KVCacheEvent,
     blocks_removed_on_gpu,
 )
-from kvpure.cache.pool_loops import CacheDict, longest_prefix, release, store, take, touch
+from kvpure.cache.pool_loops import (
+    CacheDict,
+    Holders,
+    first_holder,
+    longest_prefix,
+    release,
+    store,
+    take,
+    touch,
+)
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from kvpure.hashing import (
@@ -107,8 +116,9 @@ class BlockPool:
         self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         self.blocks: list[KVCacheBlock] = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
-        # hash key -> {block_id: block}, in caching order (the first is returned by lookups)
-        self.cached_block_hash_to_block: dict[BlockHashWithGroupId, dict[int, KVCacheBlock]] = {}
+        # hash key -> its one block, or {block_id: block} in caching order once two blocks
+        # cache it (vLLM's BlockHashToBlockMap); lookups return the first
+        self.cached_block_hash_to_block: dict[BlockHashWithGroupId, Holders] = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self.kv_event_queue: list[KVCacheEvent] = []
@@ -132,17 +142,17 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """The cached block of ``block_hash`` for each group, or None if any group misses."""
         # keyed by plain bytes here: each key is a hash with its group id appended
-        cache = cast("dict[bytes, dict[int, KVCacheBlock]]", self.cached_block_hash_to_block)
+        cache = self._cache()
         suffixes = self._group_suffixes
         found: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
             suffix = suffixes.get(group_id)
             if suffix is None:
                 suffix = self._group_suffix(group_id)
-            blocks = cache.get(block_hash + suffix)
-            if not blocks:
+            block = first_holder(cache.get(block_hash + suffix))
+            if block is None:
                 return None
-            found.append(next(iter(blocks.values())))
+            found.append(block)
         return found
 
     def longest_cached_prefix(

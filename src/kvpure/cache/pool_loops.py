@@ -28,7 +28,10 @@ from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 
 __all__ = [
     "CacheDict",
+    "Holders",
     "accelerated",
+    "first_holder",
+    "holders_by_id",
     "count_evictable",
     "longest_prefix",
     "release",
@@ -38,9 +41,25 @@ __all__ = [
     "touch",
 ]
 
-CacheDict = dict[bytes, dict[int, KVCacheBlock]]
-"""The prefix cache: a hash key (block hash + group id) -> its holders, by block id, in
-caching order."""
+Holders = KVCacheBlock | dict[int, KVCacheBlock]
+"""What the prefix cache keeps under one key, as vLLM's ``BlockHashToBlockMap`` does: the
+one block that holds it, or (once a second block caches the same key) its holders by
+block id, in caching order; a dict stays a dict as holders leave, until the last one."""
+
+CacheDict = dict[bytes, Holders]
+"""The prefix cache: a hash key (block hash + group id) -> its holders."""
+
+
+def first_holder(holders: Holders | None) -> KVCacheBlock | None:
+    """The block a lookup of the key returns (the first cached), or None: no holder."""
+    if isinstance(holders, dict):
+        return next(iter(holders.values()), None)
+    return holders
+
+
+def holders_by_id(holders: Holders) -> dict[int, KVCacheBlock]:
+    """The holders of one key by block id, in caching order, whichever form they are kept in."""
+    return dict(holders) if isinstance(holders, dict) else {holders.block_id: holders}
 
 
 def _load() -> ModuleType | None:
@@ -91,11 +110,15 @@ def take(cache: CacheDict | None, blocks: list[KVCacheBlock], removed: list[byte
         key = None if cache is None else block.pop_block_hash()
         if key is not None and cache is not None:
             holders = cache.get(key)
-            if holders is not None:
+            if isinstance(holders, dict):
                 if holders.pop(block.block_id, None) is not None and removed is not None:
                     removed.append(key)
                 if not holders:
                     del cache[key]
+            elif holders is not None and holders.block_id == block.block_id:
+                del cache[key]
+                if removed is not None:
+                    removed.append(key)
         block.ref_cnt += 1
 
 
@@ -135,9 +158,11 @@ def store(
             )
         holders = cache.get(key)
         if holders is None:
-            cache[key] = {blk.block_id: blk}
-        else:
+            cache[key] = blk
+        elif isinstance(holders, dict):
             holders[blk.block_id] = blk
+        else:
+            cache[key] = {holders.block_id: holders, blk.block_id: blk}
         if stored is not None:
             stored.append(index)
 
@@ -191,8 +216,8 @@ def longest_prefix(
         if start < 0:
             return found
     for block_hash in itertools.islice(block_hashes, start, limit):
-        holders = cache.get(block_hash + suffix)
-        if not holders:
+        block = first_holder(cache.get(block_hash + suffix))
+        if block is None:
             break
-        found.append(next(iter(holders.values())))
+        found.append(block)
     return found

@@ -159,9 +159,11 @@ concat(PyObject *hash, PyObject *suffix)
 /* take(cache, blocks, removed, start) -> int
  *
  * For blocks[start:]: drop the block's hash from the block and from `cache` (a dict of
- * key -> {block_id: block}), appending the key to `removed` (a list, or None) when the
- * block was one of its holders, and deleting a key left without holders; then one more
- * reference. `cache` None: references only. Returns where it stopped. */
+ * key -> the one block holding it, or {block_id: block} once two blocks did), appending
+ * the key to `removed` (a list, or None) when the block was one of its holders, and
+ * deleting a key left without holders; then one more reference. `cache` None: references
+ * only. A key held by one other block is left to the caller (the reference compares block
+ * ids). Returns where it stopped. */
 static PyObject *
 pl_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -199,7 +201,7 @@ pl_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(block);
                 return NULL;
             }
-            if (holders != NULL && !PyDict_CheckExact(holders)) {
+            if (holders != NULL && holders != block && !PyDict_CheckExact(holders)) {
                 Py_DECREF(block);
                 break;
             }
@@ -208,7 +210,12 @@ pl_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XINCREF(holders);
             set_slot(block, entry_at, Py_None);
             int failed = 0;
-            if (holders != NULL) {
+            if (holders == block) {
+                /* the one holder: the key leaves with it */
+                failed = PyDict_DelItem(cache, key) < 0 ||
+                         (removed != Py_None && PyList_Append(removed, key) < 0);
+            }
+            else if (holders != NULL) {
                 PyObject *held = PyDict_GetItemWithError(holders, id);
                 if (held == NULL && PyErr_Occurred()) {
                     failed = 1;
@@ -250,7 +257,8 @@ pl_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  *
  * For blocks[start:stop] (the k-th at hash index first_index + k): skip `null` and blocks
  * whose mask entry is False; give the block (hashes[index] + suffix, (index+1)*block_size)
- * and add it to cache[key] (a new {block_id: block} when the key is new). `stored` (a list
+ * and add it to cache[key]: the block itself when the key is new, a {block_id: block} dict
+ * of both when one block held it, the dict's next entry after that. `stored` (a list
  * or None) collects the hash index of each block cached. Returns where it stopped; a
  * block that already holds a hash is left to the caller (which skips a null block of
  * another pool and raises for any other). */
@@ -325,7 +333,8 @@ pl_store(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (holders == NULL && PyErr_Occurred()) {
                 failed = 1;
             }
-            else if (holders == NULL) {
+            else if (holders != NULL && is_block(holders)) {
+                /* a second holder: the key's block moves into a {block_id: block} dict */
                 fresh = PyDict_New(); /* may collect */
                 failed = fresh == NULL;
                 if (!failed) {
@@ -335,19 +344,32 @@ pl_store(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_XINCREF(holders);
         }
-        if (!failed && (holders == NULL || PyDict_CheckExact(holders)) &&
-            SLOT(block, entry_at) == Py_None) {
+        PyObject *first_id = NULL;
+        if (!failed && holders != NULL && is_block(holders)) {
+            first_id = SLOT(holders, id_at);
+            if (fresh == NULL || first_id == NULL || !PyLong_CheckExact(first_id)) {
+                first_id = NULL; /* left to the reference */
+            }
+        }
+        if (!failed && SLOT(block, entry_at) == Py_None &&
+            (holders == NULL || PyDict_CheckExact(holders) || first_id != NULL)) {
             handled = 1;
             Py_INCREF(entry);
             PyObject *old = SLOT(block, entry_at);
             SLOT(block, entry_at) = entry;
             Py_XDECREF(old);
-            if (holders != NULL) {
+            if (holders == NULL) {
+                failed = PyDict_SetItem(cache, key, block) < 0;
+            }
+            else if (first_id == NULL) {
                 failed = PyDict_SetItem(holders, id, block) < 0;
             }
             else {
-                failed = PyDict_SetItem(fresh, id, block) < 0 ||
+                Py_INCREF(first_id);
+                failed = PyDict_SetItem(fresh, first_id, holders) < 0 ||
+                         PyDict_SetItem(fresh, id, block) < 0 ||
                          PyDict_SetItem(cache, key, fresh) < 0;
+                Py_DECREF(first_id);
             }
             if (!failed && stored != Py_None) {
                 PyObject *at = PyLong_FromSsize_t(index);
@@ -483,7 +505,8 @@ pl_touch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* prefix(cache, hashes, suffix, start, limit, found) -> int
  *
- * For hashes[start:limit]: the first holder of cache[hash + suffix] appended to `found`,
+ * For hashes[start:limit]: the first holder of cache[hash + suffix] (the block itself, or
+ * the first of a {block_id: block} dict) appended to `found`,
  * up to the first key without holders. Returns -1 when the walk is over (a miss, or the
  * limit or the end of hashes reached), else where it stopped. */
 static PyObject *
@@ -522,13 +545,16 @@ pl_prefix(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             return PyLong_FromLong(-1);
         }
-        if (!PyDict_CheckExact(holders)) {
-            break;
-        }
-        Py_ssize_t pos = 0;
-        PyObject *id, *block;
-        if (!PyDict_Next(holders, &pos, &id, &block)) {
-            return PyLong_FromLong(-1); /* no holders: a miss */
+        PyObject *block = holders;
+        if (!is_block(holders)) {
+            if (!PyDict_CheckExact(holders)) {
+                break;
+            }
+            Py_ssize_t pos = 0;
+            PyObject *id;
+            if (!PyDict_Next(holders, &pos, &id, &block)) {
+                return PyLong_FromLong(-1); /* no holders: a miss */
+            }
         }
         if (PyList_Append(found, block) < 0) {
             return NULL;
