@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvpure.cache import AllBlocksCleared, BlockPool, BlockRemoved, BlockStored, CacheRequest
-from kvpure.free_queue import KVCacheBlock
 from kvpure.cache.pool_loops import holders_by_id
+from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import (
     VLLM_0_26,
     BlockHashWithGroupId,
