@@ -52,6 +52,10 @@ _AS_PYTHON: list[str] = [
     "{{ 'abc'.startswith('c', -1) }}|{{ 'abc'.endswith('a', 0, -BIG) }}",
     "{{ [1, 2, 3].index(3, -BIG) }}|{{ (1, 2, 1).count(1) }}",
     "{{ '{}'.format(BIG) }}|{{ '{:{}}|'.format('a', 5) }}|{{ '{:>{}}'.format(7, -3) }}",
+    # the replace filter takes a count too (jinja2's do_replace: None is all)
+    "{{ 'abca'|replace('a', 'x', -1) }}|{{ 'abca'|replace('a', 'x', 1) }}",
+    "{{ 'abca'|replace('a', 'x', count=1) }}|{{ 'ab'|replace('', '-') }}",
+    "{{ ('a' * 4096)|replace('a', 'b' * 4096, 1)|length }}",
 ]
 AS_PYTHON = [source.replace("BIG", str(BIG)) for source in _AS_PYTHON]
 
@@ -81,6 +85,16 @@ BOUNDS: dict[str, tuple[str, str, str]] = {
         "a replaced string of 4,196,351 items",
     ),
     # 1024 tabs at column 0 mod the size: 1024 * 4096 = 4,194,304
+    "replace filter, count": (
+        "{{ ('a' * 4096)|replace('a', 'b' * 1025, 4092)|length }}",
+        "{{ ('a' * 4096)|replace('a', 'b' * 1025, 4093)|length }}",
+        r"a string \(filter replace\) of 4,195,328 items",
+    ),
+    "replace filter, empty old": (
+        "{{ ('a' * 2047)|replace('', 'b' * 2047)|length }}",
+        "{{ ('a' * 2047)|replace('', 'b' * 2048)|length }}",
+        r"a string \(filter replace\) of 4,196,351 items",
+    ),
     "expandtabs": (
         "{{ ('\\t' * 1024).expandtabs(4096)|length }}",
         "{{ ('\\t' * 1024).expandtabs(4097)|length }}",

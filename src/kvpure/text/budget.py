@@ -297,10 +297,17 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
     def replace(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
-        if len(values) < 3:
+        names = ("old", "new", "count")  # jinja2's do_replace(s, old, new, count=None)
+        given = dict(zip(names, values[1:], strict=False))
+        given |= {name: kwargs[name] for name in names if name in kwargs}
+        if not values or "old" not in given or "new" not in given:
             return 0
-        value, old, new = text(values[0]), str(values[1]), str(values[2])
-        return len(value) + value.count(old) * max(len(new) - len(old), 0) if old else len(value)
+        value, old, new = text(values[0]), str(given["old"]), str(given["new"])
+        times = value.count(old) if old else len(value) + 1  # "" is replaced around each item
+        count = given.get("count")
+        if isinstance(count, int) and count >= 0:
+            times = min(times, count)
+        return len(value) + times * max(len(new) - len(old), 0)
 
     def wordwrap(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
