@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 import pytest
+from beartype.door import is_bearable
 
 from kvpure.events import (
     VLLM_0_26_EVENTS,
@@ -287,12 +289,20 @@ def test_bytes_the_scanner_finds_whole_keep_msgspecs_reason() -> None:
 
 
 def test_live_blocks_take_one_event_or_one_batch_unwrapped() -> None:
-    # apply_all's hint is an iterable, so beartype (tests/conftest.py) refuses a lone
-    # event or batch; an installed kvpure takes one as documented: run it unwrapped
-    apply_all: Callable[[LiveBlocks, object], LiveBlocks] = inspect.unwrap(LiveBlocks.apply_all)
-    assert apply_all(LiveBlocks(), _stored(1, 2)).num_cached_hashes == 2
+    # apply_all's hint names a lone event and a lone batch too: beartype (tests/conftest.py)
+    # checks these calls against it, and mypy --strict checks them statically
+    assert LiveBlocks().apply_all(_stored(1, 2)).num_cached_hashes == 2
     batch = KVEventBatch(ts=0.0, events=(_stored(1), _stored(1)), data_parallel_rank=None)
-    assert apply_all(LiveBlocks(), batch).copies_of(1, group_idx=0) == 2
+    assert LiveBlocks().apply_all(batch).copies_of(1, group_idx=0) == 2
+    assert LiveBlocks().apply_all(iter((batch, _stored(1)))).copies_of(1, group_idx=0) == 3
+    assert LiveBlocks().apply_all(()).num_cached_hashes == 0
+    hint = typing.get_type_hints(LiveBlocks.apply_all)["events"]
+    assert is_bearable(batch, hint)
+    assert is_bearable(_stored(1), hint)
+    assert is_bearable([], hint)
+    assert not is_bearable(5, hint)
+    # past the hint (an installed kvpure runs without beartype): the typed error
+    apply_all: Callable[[LiveBlocks, object], LiveBlocks] = inspect.unwrap(LiveBlocks.apply_all)
     with pytest.raises(KVEventArgumentTypeError, match="events"):
         apply_all(LiveBlocks(), 5)
 

@@ -21,7 +21,6 @@ from kvpure.serve.cache_defaults import resolve_gpu_memory_utilization, resolve_
 from kvpure.serve.flags import ServeFlags
 from kvpure.serve.rules import (
     MAMBA_PREFIX_CACHING_ARCHITECTURES,
-    POOLING_SUFFIXES,
     SERVE_RULES_0_26,
     SERVE_RULES_0_33,
     SERVE_RULES_0_34,
@@ -29,6 +28,7 @@ from kvpure.serve.rules import (
     default_async_scheduling,
     default_mamba_cache_mode,
     default_prefix_caching,
+    is_pooling_architecture,
     speculative_method_name,
     uses_model_runner_v2,
 )
@@ -363,7 +363,7 @@ def test_other_hybrids_get_align_in_0_26() -> None:
     ["ForSequenceClassification", "ForTokenClassification", "ForRewardModeling", "EmbeddingModel"],
 )
 def test_pooling_suffixes_are_vllms(suffix: str) -> None:
-    assert ("Qwen2" + suffix).endswith(POOLING_SUFFIXES)
+    assert is_pooling_architecture(SERVE_RULES_0_26, "Qwen2" + suffix)
 
 
 def test_asking_for_async_scheduling_with_an_unpadded_drafter_names_the_cause() -> None:

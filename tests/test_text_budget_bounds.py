@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kvpure.text import budget
+from kvpure.text import budget, call_budget
 from kvpure.text.chat_template import ChatMessage, ChatTemplate
 from kvpure.text.errors import ChatTemplateError
 
@@ -195,7 +195,7 @@ def test_past_the_deadline_every_hook_stops() -> None:
         "range iteration": lambda: list(budget.BudgetedRange(range(3))),
         "operator": lambda: budget.checked_binop("+", 1, 2),
         "join": lambda: budget.checked_join(("a", "b"), "".join),
-        "call": lambda: budget.check_call_arguments("a".upper, (), {}),
+        "call": lambda: call_budget.check_call_arguments("a".upper, (), {}),
         "filter": lambda: filters["center"]("a", 3),
         "attribute": lambda: environment().getattr("a", "upper"),
         "item": lambda: environment().getitem([1], 0),

@@ -70,7 +70,11 @@ MEMORY_SWEEP_ONLY: Final = ("gpu_memory_utilization", "quantization")
 class DeploymentPlan:
     """What ``kvpure plan MODEL [flags]`` answers, as values.
 
-    - ``vllm_version``: the release answered for;
+    - ``vllm_version``: the release planned as (a ``--vllm`` kvpure does not
+      reproduce is planned by the nearest reproduced release);
+    - ``memory_profile_version``: the release whose start-up memory profile the
+      estimate follows, when that is another release (``--vllm 0.13``,
+      ``--memory-profile-version``); None otherwise or without an estimate;
     - ``serve``, ``verdict``, ``settings``: the resolved ``vllm serve`` settings,
       starts or not (with the fixes), and the settings as the report lists them
       (None/empty for a sweep);
@@ -83,6 +87,7 @@ class DeploymentPlan:
     """
 
     vllm_version: str
+    memory_profile_version: str | None = None
     serve: ServeSettings | None = None
     verdict: Verdict | None = None
     settings: tuple[tuple[str, Setting], ...] = ()
@@ -123,7 +128,11 @@ def _with_note(
 
 
 def _sweep_plan(
-    layout: ModelLayout, options: Mapping[str, str], name: str, values: tuple[str, ...]
+    layout: ModelLayout,
+    options: Mapping[str, str],
+    name: str,
+    values: tuple[str, ...],
+    header: str,
 ) -> tuple[tuple[SweepRow, ...], Callable[[bool], str]]:
     deployments = [
         (
@@ -139,7 +148,7 @@ def _sweep_plan(
 
     def render(as_json: bool) -> str:
         if not as_json:
-            return release_line(version) + "\n" + render_sweep(name, rows)
+            return header + "\n" + render_sweep(name, rows)
         data = {
             "vllm_version": version,
             "sweep": name,
@@ -160,12 +169,15 @@ def _sweep_plan(
 def _verdict_plan(
     layout: ModelLayout,
     flags: ServeFlags,
+    header: str,
     memory: MemoryCase | None = None,
     weights: WeightsVerdict | None = None,
+    profile: str | None = None,
 ) -> DeploymentPlan:
     """The serve verdict and report for ``flags``, after the memory estimate when there is one.
 
-    ``weights``: the weights leave no KV memory; its fixes replace the KV ones.
+    ``header``: the release line; ``weights``: the weights leave no KV memory, its
+    fixes replace the KV ones; ``profile``: another release's memory profile.
     """
     serve, verdict, planned = serve_verdict(layout, flags, find_fixes=weights is None)
     if weights is not None and planned is None:
@@ -176,7 +188,11 @@ def _verdict_plan(
     settings = final_settings(serve, report)
     code = 2 if planned is None else 0
     extra = {} if memory is None else memory_json(memory)
-    prefix = release_line(serve.vllm_version) + "\n"
+    # the releases first: vLLM's planning release, then another release's memory profile
+    releases: dict[str, object] = {"vllm_version": serve.vllm_version}
+    if profile is not None:
+        releases["memory_profile_version"] = profile
+    prefix = header + "\n"
     prefix += "" if memory is None else memory_text(memory) + "\n\n"
 
     def render(as_json: bool) -> str:
@@ -186,17 +202,18 @@ def _verdict_plan(
                 from kvpure.interop.planning import render_error  # a failed sweep row only
 
                 data: dict[str, object] = {} if failure is None else render_error(failure)
-                data |= serve_json(serve, verdict, settings) | extra
+                data |= releases | serve_json(serve, verdict, settings) | extra
                 return json.dumps(data, indent=2)
             return prefix + render_serve_header(serve, verdict, settings)
         if as_json:
-            data = serve_json(serve, verdict, settings) | report_to_json(report) | extra
+            data = releases | serve_json(serve, verdict, settings) | report_to_json(report) | extra
             return json.dumps(data, indent=2)
-        header = render_serve_header(serve, verdict, settings)
-        return prefix + header + "\n\n" + render_report(report)
+        serve_header = render_serve_header(serve, verdict, settings)
+        return prefix + serve_header + "\n\n" + render_report(report)
 
     return DeploymentPlan(
         vllm_version=serve.vllm_version,
+        memory_profile_version=profile,
         serve=serve,
         verdict=verdict,
         settings=settings,
@@ -223,12 +240,17 @@ def build_deployment_plan(
     weights exact from the safetensors files in ``model_folder`` when it has
     them). ``architecture_as`` plans the model by a listed architecture's rule.
     """
+    named = options.get(VLLM_OPTION)
     options = split_release_options(options)
     hf_config = parse_model_config(config)
     layout = model_layout(hf_config, architecture_as=architecture_as)
     serve_options, memory_options = split_memory_options(options)
     estimated = "kv_cache_memory" not in options
     version = resolve_vllm_version(options.get(VLLM_OPTION))
+    # the memory profile's release counts only where the memory is estimated
+    profile = _other_profile(options, version) if estimated else None
+    header = release_line(version, memory_profile=profile, named=named)
+    given_header = release_line(version, named=named)
     if sweep_text is not None:
         name, values = parse_sweep(sweep_text)
         if estimated and name != "kv_cache_memory":
@@ -241,11 +263,15 @@ def build_deployment_plan(
             def render_rows(as_json: bool) -> str:
                 text = render_memory_sweep(name, memory_rows, as_json=as_json)
                 if as_json:
-                    return json.dumps({"vllm_version": version} | json.loads(text), indent=2)
-                return release_line(version) + "\n" + text
+                    releases = {"vllm_version": version}
+                    if profile is not None:
+                        releases["memory_profile_version"] = profile
+                    return json.dumps(releases | json.loads(text), indent=2)
+                return header + "\n" + text
 
             return DeploymentPlan(
                 vllm_version=version,
+                memory_profile_version=profile,
                 sweep_name=name,
                 sweep_rows=memory_rows,
                 _render=_with_note(config, architecture_as, render_rows),
@@ -256,7 +282,7 @@ def build_deployment_plan(
                 value=sweep_text,
                 reason=f"{name} changes the estimated KV memory; leave out --kv-cache-memory",
             )
-        rows, render = _sweep_plan(layout, serve_options, name, values)
+        rows, render = _sweep_plan(layout, serve_options, name, values, given_header)
         return DeploymentPlan(
             vllm_version=version,
             sweep_name=name,
@@ -278,15 +304,25 @@ def build_deployment_plan(
             if weights_do_not_fit(case)
             else None
         )
-        plan = _verdict_plan(layout, flags, memory=case, weights=weights)
+        plan = _verdict_plan(layout, flags, header, memory=case, weights=weights, profile=profile)
     else:
-        plan = _verdict_plan(layout, serve_flags_from_options(serve_options))
+        plan = _verdict_plan(layout, serve_flags_from_options(serve_options), given_header)
     return _noted(plan, config, architecture_as)
+
+
+def _other_profile(options: Mapping[str, str], version: str) -> str | None:
+    """The release whose memory profile is estimated, when it is not ``version``."""
+    from kvpure.cli.plan_memory import profile_version
+
+    profile = profile_version(options.get("memory_profile_version"), version)
+    same = profile.lstrip("v").split(".")[:2] == version.split(".")[:2]
+    return None if same else profile
 
 
 def _noted(plan: DeploymentPlan, config: object, architecture_as: str | None) -> DeploymentPlan:
     return DeploymentPlan(
         vllm_version=plan.vllm_version,
+        memory_profile_version=plan.memory_profile_version,
         serve=plan.serve,
         verdict=plan.verdict,
         settings=plan.settings,

@@ -151,7 +151,7 @@ def parse_utilization(text: str) -> float:
     return value
 
 
-def _profile_version(text: str | None, vllm_version: str | None) -> str:
+def profile_version(text: str | None, vllm_version: str | None) -> str:
     """``--memory-profile-version``, else ``--vllm``'s release, else the default (checked)."""
     if text is None:
         return vllm_version or DEFAULT_VLLM_VERSION
@@ -236,7 +236,7 @@ def memory_case(
         gpu_memory_utilization=utilization,
         quantization=memory_texts.get("quantization"),
         tensors=model_folder_tensors(model_folder),
-        vllm_version=_profile_version(
+        vllm_version=profile_version(
             memory_texts.get("memory_profile_version"), vllm_version or flags.vllm_version
         ),
         enforce_eager=eager,

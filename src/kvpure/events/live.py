@@ -91,16 +91,24 @@ class LiveBlocks:
             return LiveBlocks(_EMPTY, self.unmatched_removals)
         raise KVEventArgumentTypeError(argument="event", expected="a KV event", value=event)
 
-    def apply_all(self, events: Iterable[KVEvent | KVEventBatch]) -> LiveBlocks:
-        """The state after every event (a batch stands for its events, in order)."""
-        state = self
+    def apply_all(
+        self, events: KVEvent | KVEventBatch | Iterable[KVEvent | KVEventBatch]
+    ) -> LiveBlocks:
+        """The state after every event: one event, one batch, or an iterable of both.
+
+        A batch stands for its events, in order.
+        """
+        items: Iterable[KVEvent | KVEventBatch]
         if isinstance(events, KVEventBatch | BlockStored | BlockRemoved | AllBlocksCleared):
-            events = (events,)
-        if not isinstance(events, Iterable):
+            items = (events,)
+        elif isinstance(events, Iterable):
+            items = events
+        else:
             raise KVEventArgumentTypeError(
-                argument="events", expected="an iterable of events or batches", value=events
+                argument="events", expected="an event, a batch or an iterable of them", value=events
             )
-        for item in events:
+        state = self
+        for item in items:
             for event in item.events if isinstance(item, KVEventBatch) else (item,):
                 state = state.apply(event)
         return state

@@ -44,11 +44,11 @@ from kvpure.models.layout import (
     StateLayer,
 )
 from kvpure.serve.rules import (
-    POOLING_SUFFIXES,
     ServeRules,
     default_async_scheduling,
     default_mamba_cache_mode,
     default_prefix_caching,
+    is_pooling_architecture,
     serve_rules,
     uses_model_runner_v2,
 )
@@ -290,7 +290,7 @@ def _async_scheduling(layout: ModelLayout, deployment: Deployment, rules: ServeR
         return deployment.async_scheduling
     return default_async_scheduling(
         rules,
-        pooling=layout.architecture.endswith(POOLING_SUFFIXES),
+        pooling=is_pooling_architecture(rules, layout.architecture),
         speculative_method=deployment.speculative_method,
         pipeline_parallel_size=deployment.pipeline_parallel_size,
     )

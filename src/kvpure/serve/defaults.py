@@ -49,9 +49,9 @@ from kvpure.serve.flags import ServeFlags
 from kvpure.serve.gpus import GPU, GPUS
 from kvpure.serve.rules import (
     MAMBA_PREFIX_CACHING_ARCHITECTURES,
-    POOLING_SUFFIXES,
     ServeRules,
     async_scheduling_refusal,
+    is_pooling_architecture,
     serve_rules,
     speculative_method_name,
 )
@@ -130,9 +130,9 @@ def batch_defaults(gpu: GPU, usage_context: str, rules: ServeRules) -> tuple[int
     return (8192 if usage_context == "llm" else 2048), 256
 
 
-def is_pooling_model(layout: ModelLayout) -> bool:
-    """Whether vLLM runs the architecture with its pooling runner."""
-    return layout.architecture.endswith(POOLING_SUFFIXES)
+def is_pooling_model(layout: ModelLayout, rules: ServeRules) -> bool:
+    """Whether the release runs the architecture with its pooling runner."""
+    return is_pooling_architecture(rules, layout.architecture)
 
 
 def _async_scheduling(layout: ModelLayout, flags: ServeFlags, rules: ServeRules) -> Setting:
@@ -159,7 +159,7 @@ def _async_scheduling(layout: ModelLayout, flags: ServeFlags, rules: ServeRules)
         return Setting(value=True, source=Source.FLAG)
     if flags.async_scheduling is False:
         return Setting(value=False, source=Source.FLAG)
-    if is_pooling_model(layout):
+    if is_pooling_model(layout, rules):
         return Setting(value=False, source=Source.MODEL_CONFIG, note="pooling model")
     if refusal is not None:
         return Setting(value=False, source=Source.VLLM_DEFAULT, note=refusal)

@@ -42,8 +42,30 @@ def final_settings(
     return tuple(settings)
 
 
-def release_line(vllm_version: str) -> str:
-    """The report's first line: the vLLM release it answers for."""
+def _release(text: str) -> tuple[str, ...]:
+    return tuple(text.strip().lstrip("v").split(".")[:2])
+
+
+def release_line(
+    vllm_version: str, *, memory_profile: str | None = None, named: str | None = None
+) -> str:
+    """The report's first line: the vLLM release it answers for.
+
+    ``vllm_version`` is the release planned as; ``memory_profile`` the release
+    whose start-up memory profile the estimate follows and ``named`` the
+    ``--vllm`` given (None: not used). When either is another release (``--vllm
+    0.13``: memory as 0.13, the plan by the nearest reproduced release), the
+    line says both.
+    """
+    planned = _release(vllm_version)
+    exact = "the nearest release kvpure plans exactly: 0.26, 0.33 or 0.34"
+    if memory_profile is not None and _release(memory_profile) != planned:
+        return (
+            f"vLLM release: memory profile of vLLM {memory_profile}; "
+            f"planning as {vllm_version} ({exact})"
+        )
+    if named is not None and _release(named) != planned:
+        return f"vLLM release: planning vLLM {named.strip()} as {vllm_version} ({exact})"
     return f"vLLM release: {vllm_version} (--vllm 0.26, 0.33 or 0.34; default 0.34)"
 
 

@@ -8,8 +8,9 @@ resolvers (:mod:`kvpure.serve.defaults`, :mod:`kvpure.serve.backends`,
 from 0.33 with :func:`dataclasses.replace`, so the fields given there are the
 list of rule changes.
 
-This module imports nothing of kvpure but :mod:`kvpure.versions`, so the
-model package can read it without an import circle.
+This module imports nothing of kvpure but :mod:`kvpure.versions` and its
+data module :mod:`kvpure.serve.runner_types`, so the model package can read it
+without an import circle.
 """
 
 from __future__ import annotations
@@ -17,11 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
+from kvpure.serve.runner_types import (
+    ARCHITECTURE_SUFFIX_RUNNERS,
+    GENERATIVE_BY_REGISTRY_0_26,
+    GENERATIVE_BY_REGISTRY_0_33,
+    GENERATIVE_BY_REGISTRY_0_34,
+    POOLING_BY_REGISTRY_0_26,
+    POOLING_BY_REGISTRY_0_33,
+    POOLING_BY_REGISTRY_0_34,
+    RunnerType,
+)
 from kvpure.versions import normalize_vllm_version
 
 __all__ = [
     "MAMBA_PREFIX_CACHING_ARCHITECTURES",
-    "POOLING_SUFFIXES",
     "SERVE_RULES",
     "SERVE_RULES_0_26",
     "SERVE_RULES_0_33",
@@ -30,6 +40,8 @@ __all__ = [
     "default_async_scheduling",
     "default_mamba_cache_mode",
     "default_prefix_caching",
+    "default_runner_type",
+    "is_pooling_architecture",
     "serve_rules",
     "uses_model_runner_v2",
 ]
@@ -45,14 +57,6 @@ ASYNC_SPECULATIVE_METHODS_0_26: Final = frozenset(
 #: (``VllmConfig.__post_init__``: ``EagleModelTypes``, ``NgramGPUTypes``,
 #: ``draft_model``, ``dspark``, ``dflash``).
 ASYNC_SPECULATIVE_METHODS_V1_0_33: Final = ASYNC_SPECULATIVE_METHODS_0_26 | {"draft_model"}
-#: Architecture name endings vLLM runs with its pooling runner.
-POOLING_SUFFIXES: Final = (
-    "ForSequenceClassification",
-    "ForTokenClassification",
-    "ForRewardModeling",
-    "ForEmbedding",
-    "EmbeddingModel",
-)
 #: Architectures implementing ``SupportsMambaPrefixCaching`` (0.26's Mamba cache mode "all").
 MAMBA_PREFIX_CACHING_ARCHITECTURES: Final = frozenset(
     {
@@ -119,6 +123,10 @@ class ServeRules:
       ``gpu_memory_utilization`` then means 1.0. 0.26/0.33: no such cache;
       0.34: on (vllm/config/vllm.py ``VllmConfig._resolve_extensible_kv_cache``,
       vllm/config/cache.py ``CacheConfig.resolved_gpu_memory_utilization``).
+    - ``pooling_by_registry`` / ``generative_by_registry``: architectures the
+      release registers whose model class runs the pooling / generate runner
+      where the name's ending says otherwise (:func:`default_runner_type`;
+      the lists per release: :mod:`kvpure.serve.runner_types`).
     """
 
     vllm_version: str
@@ -134,6 +142,8 @@ class ServeRules:
     yarn_factor_scales_max_model_len: bool = True
     default_gpu_memory_utilization: float = 0.92
     extensible_kv_cache_by_default: bool = False
+    pooling_by_registry: frozenset[str] = POOLING_BY_REGISTRY_0_26
+    generative_by_registry: frozenset[str] = GENERATIVE_BY_REGISTRY_0_26
 
 
 SERVE_RULES_0_26: Final = ServeRules(vllm_version="0.26")
@@ -150,6 +160,8 @@ SERVE_RULES_0_33: Final = replace(
     hybrid_mla_block_alignment=128,
     mm_prefix_backends=True,
     yarn_factor_scales_max_model_len=False,
+    pooling_by_registry=POOLING_BY_REGISTRY_0_33,
+    generative_by_registry=GENERATIVE_BY_REGISTRY_0_33,
 )
 SERVE_RULES_0_34: Final = replace(
     SERVE_RULES_0_33,
@@ -157,6 +169,8 @@ SERVE_RULES_0_34: Final = replace(
     v1_runner_speculative_methods=frozenset(),
     async_scheduling_speculative_methods=None,
     extensible_kv_cache_by_default=True,
+    pooling_by_registry=POOLING_BY_REGISTRY_0_34,
+    generative_by_registry=GENERATIVE_BY_REGISTRY_0_34,
 )
 
 #: Release name -> its rules.
@@ -168,6 +182,33 @@ SERVE_RULES: Final = {
 def serve_rules(vllm_version: str) -> ServeRules:
     """The serve rules of ``vllm_version`` (``0.26``, ``0.33``, ``0.34`` or ``X.Y.0``)."""
     return SERVE_RULES[normalize_vllm_version(vllm_version)]
+
+
+def default_runner_type(rules: ServeRules, architecture: str) -> RunnerType:
+    """The runner vLLM picks for ``architecture`` with ``--runner auto`` (no Sentence
+    Transformers pooling config in the model folder).
+
+    ``ModelConfig._get_default_runner_type`` (vllm/config/model.py, the same in
+    0.26, 0.33 and 0.34): an architecture the release registers runs the runner
+    its model class implements (``is_pooling_model`` first, then
+    ``is_text_generation_model``; vllm/model_executor/models/registry.py), any
+    other the first of ``_SUFFIX_TO_DEFAULTS`` its name ends with, else
+    "generate". The registered classes that the suffix would get wrong are the
+    release's ``pooling_by_registry`` / ``generative_by_registry``.
+    """
+    if architecture in rules.pooling_by_registry:
+        return "pooling"
+    if architecture in rules.generative_by_registry:
+        return "generate"
+    for suffix, runner in ARCHITECTURE_SUFFIX_RUNNERS:
+        if architecture.endswith(suffix):
+            return runner
+    return "generate"
+
+
+def is_pooling_architecture(rules: ServeRules, architecture: str) -> bool:
+    """Whether vLLM runs ``architecture`` with its pooling runner (:func:`default_runner_type`)."""
+    return default_runner_type(rules, architecture) == "pooling"
 
 
 def speculative_method_name(method: str) -> str:

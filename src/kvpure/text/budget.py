@@ -15,10 +15,10 @@ in :class:`~kvpure.text.errors.ChatTemplateError`:
   and every output chunk;
 - **size**: no string, list or tuple the template builds (``~``, ``+``, ``*``,
   ``%``, ``center``/``indent``/``format``/``replace``/``wordwrap`` and the
-  padding methods of ``str``) may exceed :data:`MAX_TEXT_CHARS`, checked
-  before it is built; ``**`` is refused past :data:`MAX_POWER_BITS` bits; the
-  rendered output stops at :data:`MAX_TEXT_CHARS` characters (the prompt
-  bound of :mod:`kvpure.text.tokenizer`).
+  growing methods of ``str``, :mod:`kvpure.text.call_budget`) may exceed
+  :data:`MAX_TEXT_CHARS`, checked before it is built; ``**`` is refused past
+  :data:`MAX_POWER_BITS` bits; the rendered output stops at
+  :data:`MAX_TEXT_CHARS` characters (the prompt bound of :mod:`kvpure.text.tokenizer`).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ __all__ = [
     "Budget",
     "budgeted_filters",
     "budgeted_range",
+    "check_format_widths",
     "check_literals",
     "check_size",
+    "over_the_bound",
 ]
 
 MAX_TEXT_CHARS: Final = 4 * 2**20
@@ -90,7 +92,8 @@ class Budget(threading.local):
 BUDGET: Final = Budget()
 
 
-def _over(what: str, size: int) -> BudgetExceeded:
+def over_the_bound(what: str, size: int) -> BudgetExceeded:
+    """The error for ``what``, ``size`` items long, past :data:`MAX_TEXT_CHARS`."""
     return BudgetExceeded(
         f"the chat template builds {what} of {size:,} items (at most {MAX_TEXT_CHARS:,})"
     )
@@ -99,7 +102,7 @@ def _over(what: str, size: int) -> BudgetExceeded:
 def check_size(value: object, what: str = "a value") -> object:
     """``value``, unless it is a str, list or tuple over :data:`MAX_TEXT_CHARS`."""
     if isinstance(value, str | bytes | list | tuple) and len(value) > MAX_TEXT_CHARS:
-        raise _over(what, len(value))
+        raise over_the_bound(what, len(value))
     return value
 
 
@@ -207,7 +210,7 @@ def checked_binop(operator: str, left: Any, right: Any) -> Any:
         for seq, times in ((left, right), (right, left)):
             size = _length(seq)
             if size is not None and isinstance(times, int) and size * times > MAX_TEXT_CHARS:
-                raise _over("a repeated sequence", size * times)
+                raise over_the_bound("a repeated sequence", size * times)
         if (
             isinstance(left, int)
             and isinstance(right, int)
@@ -220,11 +223,11 @@ def checked_binop(operator: str, left: Any, right: Any) -> Any:
     if operator == "+":
         a, b = _length(left), _length(right)
         if a is not None and b is not None and a + b > MAX_TEXT_CHARS:
-            raise _over("a joined sequence", a + b)
+            raise over_the_bound("a joined sequence", a + b)
         return left + right
     if operator == "%":
         if isinstance(left, str):
-            _check_format_widths(left)
+            check_format_widths(left)
         return left % right
     raise BudgetExceeded(f"operator {operator!r} is not intercepted")  # pragma: no cover
 
@@ -232,7 +235,7 @@ def checked_binop(operator: str, left: Any, right: Any) -> Any:
 _WIDTHS = re.compile(r"\d+")
 
 
-def _check_format_widths(spec: str) -> None:
+def check_format_widths(spec: str) -> None:
     """Refuse a format string holding a number (a width or precision) over the text bound."""
     for digits in _WIDTHS.findall(spec):
         significant = digits.lstrip("0")  # a leading 0 is the zero-padding flag
@@ -251,31 +254,8 @@ def checked_join(parts: tuple[object, ...], join: Callable[[Any], str]) -> str:
         size = _length(part)
         total += size if size is not None else 32
     if total > MAX_TEXT_CHARS:
-        raise _over("a joined string", total)
+        raise over_the_bound("a joined string", total)
     return join(parts)
-
-
-def check_call_arguments(target: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """A method of a str, list or tuple called with a count or width over the text bound."""
-    BUDGET.tick()
-    method = getattr(target, "__wrapped__", target)  # the sandbox wraps str.format
-    owner = getattr(method, "__self__", None)
-    if not isinstance(owner, str | bytes | list | tuple):
-        return
-    name = getattr(method, "__name__", "")
-    if name in ("format", "format_map") and isinstance(owner, str):
-        _check_format_widths(owner)
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, int) and abs(value) > MAX_TEXT_CHARS:
-            raise BudgetExceeded(
-                f"the chat template calls {name} with {value} (at most {MAX_TEXT_CHARS:,})"
-            )
-    if name == "replace" and isinstance(owner, str) and len(args) >= 2:
-        old, new = args[0], args[1]
-        if isinstance(old, str) and isinstance(new, str) and old:
-            size = len(owner) + owner.count(old) * max(len(new) - len(old), 0)
-            if size > MAX_TEXT_CHARS:
-                raise _over("a replaced string", size)
 
 
 def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
@@ -288,7 +268,7 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
             BUDGET.tick()
             size = size_of(*args, **kwargs)
             if size > MAX_TEXT_CHARS:
-                raise _over(f"a string (filter {name})", size)
+                raise over_the_bound(f"a string (filter {name})", size)
             return original(*args, **kwargs)
 
         filtered.__name__ = original.__name__
@@ -312,15 +292,22 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
 
     def format_size(value: object, *args: Any, **kwargs: Any) -> int:
         if isinstance(value, str):
-            _check_format_widths(value)
+            check_format_widths(value)
         return len(text(value))
 
     def replace(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]
-        if len(values) < 3:
+        names = ("old", "new", "count")  # jinja2's do_replace(s, old, new, count=None)
+        given = dict(zip(names, values[1:], strict=False))
+        given |= {name: kwargs[name] for name in names if name in kwargs}
+        if not values or "old" not in given or "new" not in given:
             return 0
-        value, old, new = text(values[0]), str(values[1]), str(values[2])
-        return len(value) + value.count(old) * max(len(new) - len(old), 0) if old else len(value)
+        value, old, new = text(values[0]), str(given["old"]), str(given["new"])
+        times = value.count(old) if old else len(value) + 1  # "" is replaced around each item
+        count = given.get("count")
+        if isinstance(count, int) and count >= 0:
+            times = min(times, count)
+        return len(value) + times * max(len(new) - len(old), 0)
 
     def wordwrap(*args: Any, **kwargs: Any) -> int:
         values = [a for a in args if not _is_context(a)]

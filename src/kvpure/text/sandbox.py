@@ -23,11 +23,11 @@ from kvpure.text.budget import (
     BUDGET,
     budgeted_filters,
     budgeted_range,
-    check_call_arguments,
     check_size,
     checked_binop,
     checked_join,
 )
+from kvpure.text.call_budget import check_call_arguments
 from kvpure.text.errors import MissingExtraError
 
 if TYPE_CHECKING:
