@@ -3,11 +3,11 @@
 A replay allocates a few containers per block (a hash entry; a holders dict
 when two blocks cache one key) and frees them as blocks are evicted, and its
 pool and block tables live for the whole run. With the collector's default
-thresholds the young generation fills every 700 allocations and the older
-ones are walked again and again, the pool's blocks with them: a fifth of a
-large pool's replay time. The replay makes no reference cycles, so while it runs the objects alive before it are
-frozen (left out of every collection) and the collector runs less often;
-both are restored after, whatever happens.
+thresholds the young generation fills every 700 allocations and the older ones
+are walked again and again, the pool's blocks with them: a fifth of a large
+pool's replay time. The replay makes no reference cycles, so while it runs the
+objects alive before it are frozen (left out of every collection) and the
+collector runs less often; both are restored after, whatever happens.
 """
 
 from __future__ import annotations
