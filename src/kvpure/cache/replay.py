@@ -59,6 +59,10 @@ def _ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...
     return tuple([tuple([b.block_id for b in group]) for group in blocks])
 
 
+def _no_ids(blocks: Sequence[Sequence[KVCacheBlock]]) -> tuple[tuple[int, ...], ...]:
+    return ()  # a caller that reads only counts (the workload replay) skips the copies
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayResult:
     """The configuration the manager was built from, one record per op, the final state."""
@@ -81,7 +85,9 @@ class CacheReplay:
         settings: ReplaySettings,
         *,
         free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT,
+        record_block_ids: bool = True,
     ) -> None:
+        """``record_block_ids`` False: step and admission records carry ``()`` for block ids."""
         if (
             isinstance(free_queue_limit, bool)
             or not isinstance(free_queue_limit, int)
@@ -95,6 +101,7 @@ class CacheReplay:
         self.config = config
         self.rules = config.rules
         self.free_queue_limit = free_queue_limit
+        self._ids = _ids if record_block_ids else _no_ids
         self.scheme: HashScheme | None = (
             _hash_scheme(config, settings.pythonhashseed) if config.enable_caching else None
         )
@@ -158,7 +165,7 @@ class CacheReplay:
             return AdmissionOutcome(
                 num_cached_tokens=num_hit,
                 shared_prefix_boundary=boundary,
-                cached_block_ids=_ids(blocks),
+                cached_block_ids=self._ids(blocks),
                 steps=steps,
                 admitted=admitted,
             )
@@ -183,7 +190,9 @@ class CacheReplay:
         manager.record_prefix_cache_stats(request, num_hit)
         request.status = RequestStatus.RUNNING
         request.num_computed_tokens = num_hit + num_new
-        steps = [StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=_ids(new_blocks))]
+        steps = [
+            StepRecord(num_new_tokens=num_new, allocated=True, new_block_ids=self._ids(new_blocks))
+        ]
         if self.config.need_mamba_block_aligned_split:
             steps.extend(self.run_pending(request))
         return outcome(tuple(steps), True)
@@ -208,7 +217,7 @@ class CacheReplay:
         if new_blocks is None:
             return StepRecord(num_new_tokens=num_new, allocated=False, new_block_ids=None)
         request.num_computed_tokens = computed + num_new
-        return allocated_step(num_new, _ids(new_blocks))
+        return allocated_step(num_new, self._ids(new_blocks))
 
     def run_pending(self, request: CacheRequest) -> list[StepRecord]:
         """Steps until the request has no uncomputed tokens or a step schedules nothing."""

@@ -154,7 +154,9 @@ class ServerRun:
         self.config = config
         self.max_num_seqs = max_num_seqs
         self.engine = CacheReplay(
-            config, ReplaySettings(log_stats=True, enable_kv_cache_events=False)
+            config,
+            ReplaySettings(log_stats=True, enable_kv_cache_events=False),
+            record_block_ids=False,  # only counts are read here
         )
         self.running: deque[CacheRequest] = deque()
         self.requests = 0

@@ -141,6 +141,43 @@ parse_start(PyObject *arg, Py_ssize_t *start)
     return 0;
 }
 
+/* A cached block's token count, (index + 1) * block_size, as a shared int: one table of
+ * TOKEN_INTS ints per block size (up to TOKEN_TABLES sizes at once; an int is immutable, so
+ * handing out the same one changes no value). Past the table, a new int. */
+#define TOKEN_INTS 16384
+#define TOKEN_TABLES 4
+static struct {
+    Py_ssize_t block_size;
+    PyObject *ints[TOKEN_INTS];
+} token_tables[TOKEN_TABLES];
+
+static PyObject *
+token_count(Py_ssize_t index, Py_ssize_t block_size)
+{
+    if (index < 0 || index >= TOKEN_INTS || block_size <= 0) {
+        return PyLong_FromSsize_t((index + 1) * block_size);
+    }
+    for (int t = 0; t < TOKEN_TABLES; t++) {
+        if (token_tables[t].block_size == 0) {
+            token_tables[t].block_size = block_size;
+        }
+        if (token_tables[t].block_size != block_size) {
+            continue;
+        }
+        PyObject *value = token_tables[t].ints[index];
+        if (value == NULL) {
+            value = PyLong_FromSsize_t((index + 1) * block_size);
+            if (value == NULL) {
+                return NULL;
+            }
+            token_tables[t].ints[index] = value; /* the table's own reference */
+        }
+        Py_INCREF(value);
+        return value;
+    }
+    return PyLong_FromSsize_t((index + 1) * block_size);
+}
+
 /* hash + suffix as a new bytes object. */
 static PyObject *
 concat(PyObject *hash, PyObject *suffix)
@@ -320,7 +357,7 @@ pl_store(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(hash);
         Py_INCREF(id);
         PyObject *key = concat(hash, suffix);
-        PyObject *tokens = key == NULL ? NULL : PyLong_FromSsize_t((index + 1) * block_size);
+        PyObject *tokens = key == NULL ? NULL : token_count(index, block_size);
         PyObject *entry = tokens == NULL ? NULL : PyTuple_New(2); /* may collect */
         PyObject *fresh = NULL, *holders = NULL;
         int failed = entry == NULL, handled = 0;
