@@ -3,7 +3,10 @@
 Every run is a task over the same workload; the tasks are independent, so
 ``--jobs N`` hands them to a process pool (the workload is sent to each
 worker once, by the pool's initializer) and the results, gathered in task
-order, are the serial run's: the same functions on the same inputs.
+order, are the serial run's: the same functions on the same inputs. The
+actual runs are dealt into one group per process, and a group replays its
+figures in one pass over the workload, as the serial path does with all of
+them.
 
 The unbounded pool follows the model length and block sizes, not the memory.
 With a fixed ``--max-model-len`` it is run once, from the first memory figure
@@ -237,18 +240,48 @@ def run_sweep(
             for t in tasks
         ]
     else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(
-            max_workers=min(jobs, len(tasks)), initializer=_set_shared, initargs=(sweep, labels)
-        ) as pool:
-            futures = [pool.submit(_run_task, task) for task in tasks]
-            if progress is not None:
-                step = len(sweep.requests)
-                for future in futures:
-                    future.add_done_callback(_advance(progress, step))
-            outcomes = [future.result() for future in futures]
+        outcomes = _pooled_runs(sweep, labels, tasks, jobs, progress)
     return _rows(sweep, labels, tasks, outcomes, strict)
+
+
+def _pooled_runs(
+    sweep: SweepInput,
+    labels: tuple[str | None, ...],
+    tasks: list[_Task],
+    jobs: int,
+    progress: Callable[[int], None] | None,
+) -> list[_Outcome]:
+    """The tasks over a pool of ``jobs`` processes: the actual runs dealt into one group per
+    process, each group in one pass over the workload (:func:`_actual_runs`), every other
+    task on its own; the outcomes in task order, as the serial path gives them."""
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    actual = [t for t in tasks if t.kind == "actual"]
+    groups = [group for group in (actual[i::jobs] for i in range(jobs)) if group]
+    others = [t for t in tasks if t.kind != "actual"]
+    step = len(sweep.requests)
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(groups) + len(others)),
+        initializer=_set_shared,
+        initargs=(sweep, labels),
+    ) as pool:
+        grouped = [pool.submit(_actual_group, group) for group in groups]
+        alone = {task: pool.submit(_run_task, task) for task in others}
+        if progress is not None:
+            for group, future in zip(groups, grouped, strict=True):
+                future.add_done_callback(_advance(progress, step * len(group)))
+            for single in alone.values():
+                single.add_done_callback(_advance(progress, step))
+        found: dict[_Task, _Outcome] = {}
+        for future in grouped:
+            found.update(future.result())
+        waiting: dict[_Task, Future[_Outcome]] = alone
+        return [found[t] if t in found else waiting[t].result() for t in tasks]
+
+
+def _actual_group(tasks: list[_Task]) -> dict[_Task, _Outcome]:
+    """A pool worker's group of actual runs, in one pass (:func:`_actual_runs`)."""
+    return _actual_runs(tasks, None)
 
 
 def _actual_runs(
