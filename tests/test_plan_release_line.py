@@ -73,3 +73,38 @@ def test_api_report_says_both() -> None:
     same = plan_deployment(LLAMA, gpu="H100-80GB", vllm="0.26")
     assert same.memory_profile_version is None
     assert same.to_text().splitlines()[0] == PLAIN
+
+
+# vLLM's unset gpu_memory_utilization: 0.9 up to 0.20 (vllm 0.14.0 config/cache.py
+# ``Field(default=0.9)``), 0.92 from 0.21 (vllm 0.21.0 and 0.26.0 ``Field(default=0.92)``)
+@pytest.mark.parametrize(
+    ("argv", "value", "source"),
+    [
+        (["--vllm", "0.13"], 0.9, "vllm default"),
+        (["--vllm", "0.26", "--memory-profile-version", "0.14"], 0.9, "vllm default"),
+        (["--vllm", "0.22"], 0.92, "vllm default"),
+        (["--vllm", "0.26"], 0.92, "vllm default"),
+        (["--vllm", "0.13", "--gpu-memory-utilization", "0.85"], 0.85, "flag"),
+    ],
+)
+def test_settings_show_the_memory_profile_releases_utilization(
+    argv: list[str], value: float, source: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The estimate sizes memory from the memory profile's release's default, and the
+    settings say that value, in the JSON, the text and the API alike."""
+    data = _json(["--gpu", "H100-80GB", *argv], capsys)
+    settings = data["settings"]
+    assert isinstance(settings, dict)
+    assert settings["gpu_memory_utilization"] == {"value": value, "source": source}
+    assert main(["plan", str(LLAMA), "--gpu", "H100-80GB", *argv]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.strip().startswith("gpu_memory_util"))
+    assert row.split(maxsplit=2)[1:] == [f"{value:g}", f"({source})"]
+    assert f"gpu_memory_utilization ({value:.2f})" in text  # the budget's own line
+
+
+def test_api_settings_show_the_memory_profile_releases_utilization() -> None:
+    plan = plan_deployment(LLAMA, gpu="H100-80GB", vllm="0.13")
+    assert plan.serve is not None
+    assert plan.serve["gpu_memory_utilization"].value == 0.9
+    assert plan.to_dict()["settings"]["gpu_memory_utilization"]["value"] == 0.9  # type: ignore[index]  # JSON object

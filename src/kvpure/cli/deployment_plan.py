@@ -180,6 +180,10 @@ def _verdict_plan(
     fixes replace the KV ones; ``profile``: another release's memory profile.
     """
     serve, verdict, planned = serve_verdict(layout, flags, find_fixes=weights is None)
+    if memory is not None and profile is not None and flags.gpu_memory_utilization is None:
+        from kvpure.cli.plan_memory import profile_utilization  # the estimate only
+
+        serve = profile_utilization(serve, profile)
     if weights is not None and planned is None:
         verdict = replace(
             verdict, fixes=weights.fixes, weights_do_not_fit=weights.reason, error=weights.error

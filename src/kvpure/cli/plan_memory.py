@@ -29,6 +29,7 @@ from kvpure.models.config import HFConfig
 from kvpure.models.layout import ModelLayout
 from kvpure.serve.defaults import ServeSettings
 from kvpure.serve.flags import ServeFlags
+from kvpure.serve.setting import Setting, Source
 from kvpure.versions import DEFAULT_VLLM_VERSION
 
 # The estimate itself (kvpure.serve.memory, kvpure.memory_profile) is imported by the
@@ -58,6 +59,7 @@ __all__ = [
     "memory_case",
     "memory_json",
     "memory_text",
+    "profile_utilization",
     "split_memory_options",
 ]
 
@@ -219,7 +221,12 @@ def memory_case(
         if given_utilization is None
         else parse_utilization(given_utilization),
     )
+    profile = profile_version(
+        memory_texts.get("memory_profile_version"), vllm_version or flags.vllm_version
+    )
     serve = resolve_serve_settings(layout, flags)
+    if given_utilization is None:
+        serve = profile_utilization(serve, profile)
     gpu = flags.gpu
     if gpu is None:  # unreachable: --gpu or --gpu-memory was given above
         raise MissingOptionError(option="--gpu", reason="to estimate the KV cache memory")
@@ -236,13 +243,28 @@ def memory_case(
         gpu_memory_utilization=utilization,
         quantization=memory_texts.get("quantization"),
         tensors=model_folder_tensors(model_folder),
-        vllm_version=profile_version(
-            memory_texts.get("memory_profile_version"), vllm_version or flags.vllm_version
-        ),
+        vllm_version=profile,
         enforce_eager=eager,
     )
     outcome = band_outcome(layout, flags, workers, longest=longest)
     return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)
+
+
+def profile_utilization(serve: ServeSettings, profile: str) -> ServeSettings:
+    """``serve`` showing the memory profile's release's unset ``gpu_memory_utilization``
+    (0.9 before vLLM 0.21) where that release is not the planning release: the estimate
+    sizes memory from it, so the settings say the value it used."""
+    from kvpure.memory_profile.releases import memory_profile_rules  # the estimate only
+
+    rules = memory_profile_rules(profile, field="--vllm")
+    if rules is memory_profile_rules(serve.vllm_version):
+        return serve
+    unset = Setting(value=rules.unset_gpu_memory_utilization, source=Source.VLLM_DEFAULT)
+    settings = tuple(
+        (name, unset if name == "gpu_memory_utilization" else setting)
+        for name, setting in serve.settings
+    )
+    return replace(serve, settings=settings)
 
 
 #: By :class:`kvpure.serve.memory.MemoryBand` value.
