@@ -272,9 +272,32 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     unsigned char small_payload[SMALL_PAYLOAD];
     unsigned char *payload = NULL;
-    int status = read_tokens(&c, token_ids);
-    if (status == OK) {
+    int status;
+    if (lookahead == 0) { /* the extra keys first: the laid-out chain needs no token array */
         status = encode_extras(&c, extras, parent, token_ids);
+        if (status == OK) {
+            Prelaid laid = {.algo = algo,
+                            .cbor = c.cbor,
+                            .block_size = block_size,
+                            .num_blocks = c.num_blocks,
+                            .extras = c.extras.data,
+                            .extra_start = c.extra_start,
+                            .extra_len = c.extra_len};
+            status = prelaid_chain(&laid, parent, token_ids, &result);
+            if (status == UNSUPPORTED) { /* a token it does not handle: the general path */
+                status = read_tokens(&c, token_ids);
+            }
+            else {
+                chain_free(&c);
+                return status == OK ? result : NULL;
+            }
+        }
+    }
+    else {
+        status = read_tokens(&c, token_ids);
+        if (status == OK) {
+            status = encode_extras(&c, extras, parent, token_ids);
+        }
     }
     if (status == OK) {
         size_t longest = payload_bound((size_t)PyBytes_GET_SIZE(parent), block_size, c.max_extra);
@@ -417,6 +440,10 @@ static PyMethodDef chain_methods[] = {
     {"first_bad_token", (PyCFunction)(void (*)(void))first_bad_token, METH_FASTCALL,
      "first_bad_token(token_ids, low, high) -> index of the first non-int or out-of-range "
      "item, or -1"},
+    {"set_token_items", set_token_items, METH_O,
+     "set_token_items(name | None) -> the token encoder now in use ('scalar', 'avx2', 'vbmi2')"},
+    {"token_items_versions", token_items_versions, METH_NOARGS,
+     "token_items_versions() -> the token encoders this CPU runs"},
     {"init_xxhash", init_xxhash, METH_O, "init_xxhash(xxh3_128_digest) -> 'native' | 'python'"},
     {"set_native_xxhash", set_native_xxhash, METH_O,
      "set_native_xxhash(enabled) -> the XXH3 route now in use"},
@@ -438,6 +465,7 @@ PyInit__chain(void)
     if (digest_init() != OK) {
         return NULL;
     }
+    token_items_init();
     PyObject *module = PyModule_Create(&chain_module);
     if (module != NULL && decode_add_types(module) != OK) {
         Py_DECREF(module);

@@ -1,11 +1,13 @@
 /*
  * kvpure.hashing._chain: vLLM's block-hash chain in C (kvpure's optional accelerator).
  *
- * The extension is built from five compilation units sharing this header:
+ * The extension is built from seven compilation units sharing this header:
  *
  *   encode.c  canonical CBOR and pickle protocol 5 of the payload (parent, tokens, extra keys)
  *   digest.c  SHA-256 (OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash package)
  *   chain.c   hash_blocks(): every block of a prompt; the module itself and its switch
+ *   prelaid.c the common prompt's chain, every payload laid out before hashing
+ *   token_items.c  token ids as CBOR / pickle items in bulk (scalar, AVX2, AVX-512)
  *   block_hasher.c  BlockHasher: one block, its extra keys encoded once (decoding)
  *   decode.c  the C body of RequestBlockHashes.append_output_token_ids
  *
@@ -91,12 +93,42 @@ payload_bound(size_t parent_len, Py_ssize_t block_size, size_t extra_len)
     return (parent_len > 32 ? parent_len : 32) + 10 * (size_t)block_size + extra_len + 32;
 }
 
+/* ---------------------------------------------------------------- laid-out chain (prelaid.c) */
+
+typedef struct {
+    int algo;
+    int cbor;
+    Py_ssize_t block_size;
+    Py_ssize_t num_blocks;
+    const unsigned char *extras; /* every block's encoded extra keys (chain.c's phase 2) */
+    const size_t *extra_start;
+    const size_t *extra_len;
+    size_t first_slot; /* filled in by prelaid_chain */
+    size_t slot;
+} Prelaid;
+
+/* Every block's digest into *result (a new list) where all token ids are exact ints in
+ * [0, 2**30): OK; UNSUPPORTED for any other token (nothing set); FAILED with an exception. */
+int prelaid_chain(const Prelaid *p, PyObject *parent, PyObject *token_ids, PyObject **result);
+
+/* ---------------------------------------------------------------- token items (token_items.c) */
+
+/* `n` token ids (each below 2**30) as CBOR items (`cbor`) or pickle ints, back to back at
+ * `out`, which has 5 * n + 64 bytes writable; returns the end of the items. */
+unsigned char *encode_token_items(int cbor, const uint32_t *values, Py_ssize_t n,
+                                  unsigned char *out);
+void token_items_init(void);
+PyObject *set_token_items(PyObject *self, PyObject *name);
+PyObject *token_items_versions(PyObject *self, PyObject *unused);
+
 /* ---------------------------------------------------------------- digests (digest.c) */
 
 /* The digest of `data` into `md` (32 or 16 bytes): OK, or FAILED with an exception set. */
 int block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md);
 /* Whether `algo` can run (XXH3 needs init_xxhash first). */
 int digest_ready(int algo);
+/* Whether a digest of `algo` calls Python code (the xxhash package's function). */
+int digest_calls_python(int algo);
 int digest_init(void);
 PyObject *init_xxhash(PyObject *self, PyObject *fn);
 PyObject *set_native_xxhash(PyObject *self, PyObject *flag);

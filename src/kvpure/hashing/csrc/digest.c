@@ -169,6 +169,12 @@ digest_ready(int algo)
 }
 
 int
+digest_calls_python(int algo)
+{
+    return !(algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR) && native_xxh3 == NULL;
+}
+
+int
 block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md)
 {
     if (algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR) {
