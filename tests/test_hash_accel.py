@@ -79,3 +79,44 @@ def test_int_width_edges(algo: str) -> None:
             assert got == reference(algo, b"\x01" * 32, tokens, block_size, extras)
     finally:
         accelerator.set_enabled(was_on)
+
+
+# The laid-out chain (token ids in [0, 2**30), no lookahead) in every token-item encoder the
+# CPU runs: each item width's edges, block sizes around the 8-id vector step.
+SMALL_EDGES = [0, 1, 23, 24, 25, 255, 256, 257, 65535, 65536, 65537, 2**24, 2**30 - 1]
+SMALL_TOKENS = st.one_of(st.sampled_from(SMALL_EDGES), st.integers(0, 2**30 - 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    algo=st.sampled_from(ALGORITHMS),
+    block_size=st.sampled_from([1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 24, 64, 300]),
+    num_blocks=st.integers(1, 4),
+    data=st.data(),
+)
+def test_token_item_versions_agree(
+    algo: str, block_size: int, num_blocks: int, data: st.DataObject
+) -> None:
+    tokens = data.draw(
+        st.lists(SMALL_TOKENS, min_size=block_size * num_blocks, max_size=block_size * num_blocks)
+    )
+    extras = data.draw(st.lists(KEYS, min_size=num_blocks, max_size=num_blocks))
+    parent = data.draw(st.binary(min_size=1, max_size=300))
+    expected = reference(algo, parent, tokens, block_size, extras)
+    was_on = accelerator.accelerated()
+    accelerator.set_enabled(True)
+    try:
+        for version in accelerator.token_items_versions():
+            assert accelerator.set_token_items(version) == version
+            got = accelerator.hash_prompt_blocks(algo, parent, tokens, block_size, extras)
+            assert got is None or got == expected, version
+    finally:
+        accelerator.set_token_items(None)
+        accelerator.set_enabled(was_on)
+
+
+def test_token_item_versions() -> None:
+    versions = accelerator.token_items_versions()
+    assert versions[0] == "scalar"
+    assert accelerator.set_token_items(None) == versions[-1]
+    assert accelerator.set_token_items("no-such-version") == versions[-1]

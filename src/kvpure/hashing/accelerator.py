@@ -39,6 +39,8 @@ __all__ = [
     "one_block_hasher",
     "set_enabled",
     "set_native_xxhash",
+    "set_token_items",
+    "token_items_versions",
     "xxhash_route",
 ]
 
@@ -89,6 +91,18 @@ def xxhash_route() -> str | None:
 def set_native_xxhash(enabled: bool) -> str | None:
     """Use libxxhash.so.0 where loaded (True) or the xxhash package (False); returns the route."""
     return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
+
+
+def token_items_versions() -> list[str]:
+    """The token-id encoders of the laid-out chain this CPU runs (``"scalar"``, and
+    ``"avx2"`` / ``"vbmi2"`` where it has them), fastest last; none where not built."""
+    return [] if _CHAIN is None else list(_CHAIN.token_items_versions())
+
+
+def set_token_items(name: str | None) -> str | None:
+    """Encode token ids with the version ``name`` (None: the fastest this CPU runs; a name
+    it lacks changes nothing); returns the version now in use. All give the same bytes."""
+    return None if _CHAIN is None else str(_CHAIN.set_token_items(name))
 
 
 def first_bad_token(token_ids: Sequence[object], low: int, high: int | None) -> int:
