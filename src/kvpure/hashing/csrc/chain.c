@@ -444,6 +444,8 @@ static PyMethodDef chain_methods[] = {
      "set_token_items(name | None) -> the token encoder now in use ('scalar', 'avx2', 'vbmi2')"},
     {"token_items_versions", token_items_versions, METH_NOARGS,
      "token_items_versions() -> the token encoders this CPU runs"},
+    {"set_sha_ni", set_sha_ni, METH_O, "set_sha_ni(enabled) -> the SHA-256 route now in use"},
+    {"sha_route", sha_route, METH_NOARGS, "sha_route() -> 'sha-ni' | 'openssl'"},
     {"init_xxhash", init_xxhash, METH_O, "init_xxhash(xxh3_128_digest) -> 'native' | 'python'"},
     {"set_native_xxhash", set_native_xxhash, METH_O,
      "set_native_xxhash(enabled) -> the XXH3 route now in use"},

@@ -1,13 +1,14 @@
 /*
  * kvpure.hashing._chain: vLLM's block-hash chain in C (kvpure's optional accelerator).
  *
- * The extension is built from seven compilation units sharing this header:
+ * The extension is built from eight compilation units sharing this header:
  *
  *   encode.c  canonical CBOR and pickle protocol 5 of the payload (parent, tokens, extra keys)
  *   digest.c  SHA-256 (OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash package)
  *   chain.c   hash_blocks(): every block of a prompt; the module itself and its switch
  *   prelaid.c the common prompt's chain, every payload laid out before hashing
  *   token_items.c  token ids as CBOR / pickle items in bulk (scalar, AVX2, AVX-512)
+ *   sha_ni.c  SHA-256 with the x86 SHA extensions, no copies
  *   block_hasher.c  BlockHasher: one block, its extra keys encoded once (decoding)
  *   decode.c  the C body of RequestBlockHashes.append_output_token_ids
  *
@@ -125,6 +126,13 @@ PyObject *token_items_versions(PyObject *self, PyObject *unused);
 
 /* The digest of `data` into `md` (32 or 16 bytes): OK, or FAILED with an exception set. */
 int block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md);
+/* The same, `data` readable 16 bytes past `len` (no copy for SHA-NI). */
+int block_digest_padded(int algo, const unsigned char *data, size_t len, unsigned char *md);
+PyObject *set_sha_ni(PyObject *self, PyObject *flag);
+PyObject *sha_route(PyObject *self, PyObject *unused);
+/* sha_ni.c: SHA-256 with the SHA extensions (`data` readable 16 bytes past `len`) */
+void sha256_ni(const unsigned char *data, size_t len, unsigned char *md);
+int sha_ni_supported(void);
 /* Whether `algo` can run (XXH3 needs init_xxhash first). */
 int digest_ready(int algo);
 /* Whether a digest of `algo` calls Python code (the xxhash package's function). */

@@ -167,7 +167,7 @@ chain_laid_out(const Prelaid *p, PyObject *parent, PyObject **items, unsigned ch
         unsigned char *start = buf + starts[i] - (i == 0 ? p->first_slot : p->slot);
         size_t len = (size_t)(buf + ends[i] - start);
         write_slot(p->cbor, start, previous, previous_len, len);
-        if (block_digest(p->algo, start, len, md) != OK) {
+        if (block_digest_padded(p->algo, start, len, md) != OK) {
             Py_DECREF(result);
             return FAILED;
         }
@@ -194,7 +194,7 @@ prelaid_chain(const Prelaid *p, PyObject *parent, PyObject *token_ids, PyObject 
     /* each body: array head or MARK, 5 bytes per id, 64 for the last store, the tuple's
      * close, extra keys, pickle's tail */
     size_t body = 9 + 5 * (size_t)p->block_size + 64 + 2 + 3;
-    size_t capacity = laid.first_slot + (size_t)p->num_blocks * (laid.slot + body) + 8;
+    size_t capacity = laid.first_slot + (size_t)p->num_blocks * (laid.slot + body) + 64;
     for (Py_ssize_t i = 0; i < p->num_blocks; i++) {
         capacity += p->extra_len[i];
         if (!p->cbor && laid.first_slot + body + p->extra_len[i] >= MAX_FRAME) {
