@@ -133,6 +133,12 @@ PyObject *sha_route(PyObject *self, PyObject *unused);
 /* sha_ni.c: SHA-256 with the SHA extensions (`data` readable 16 bytes past `len`) */
 void sha256_ni(const unsigned char *data, size_t len, unsigned char *md);
 int sha_ni_supported(void);
+/* Blocks first..count-1 of a laid-out chain with 32-byte parents through SHA-NI (prelaid.c). */
+int sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
+                    Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
+                    PyObject *result);
+/* Whether SHA-256 runs through sha_ni.c now. */
+int sha_ni_in_use(void);
 /* Whether `algo` can run (XXH3 needs init_xxhash first). */
 int digest_ready(int algo);
 /* Whether a digest of `algo` calls Python code (the xxhash package's function). */

@@ -224,6 +224,12 @@ sha_ni_agrees(void)
     return 1;
 }
 
+int
+sha_ni_in_use(void)
+{
+    return use_sha_ni;
+}
+
 static PyObject *
 sha_route_name(void)
 {

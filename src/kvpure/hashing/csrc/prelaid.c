@@ -179,6 +179,16 @@ chain_laid_out(const Prelaid *p, PyObject *parent, PyObject **items, unsigned ch
         PyList_SET_ITEM(result, i, digest);
         previous = (const unsigned char *)PyBytes_AS_STRING(digest);
         previous_len = size;
+        if (i == 0 && !interleave && size == 32 && sha_ni_in_use() &&
+            (p->algo == ALGO_SHA256 || p->algo == ALGO_SHA256_CBOR)) {
+            /* the rest with the previous digest kept in registers */
+            if (sha256_ni_chain(p->cbor, buf, starts, ends, 1, p->num_blocks, previous,
+                                result) != OK) {
+                Py_DECREF(result);
+                return FAILED;
+            }
+            break;
+        }
     }
     *out = result;
     return OK;

@@ -116,6 +116,96 @@ sha256_ni(const unsigned char *data, size_t len, unsigned char *md)
     }
 }
 
+/* The digest's 32 bytes in order, as two registers. */
+SHA_TARGET static inline void
+digest_bytes(__m128i abef, __m128i cdgh, __m128i *low, __m128i *high)
+{
+    const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1b); /* lanes A, B, E, F */
+    __m128i ghcd = _mm_shuffle_epi32(cdgh, 0xb1); /* lanes G, H, C, D */
+    *low = _mm_shuffle_epi8(_mm_blend_epi16(feba, ghcd, 0xf0), swap); /* A B C D */
+    *high = _mm_shuffle_epi8(_mm_alignr_epi8(ghcd, feba, 8), swap);   /* E F G H */
+}
+
+/* Blocks first..count-1 of a laid-out chain (prelaid.c) whose parents are 32-byte digests:
+ * block i's payload is its slot (head and parent, `slot` bytes, never written: built here in
+ * registers from the previous digest, which stays in registers) then buf[starts[i], ends[i]).
+ * Each digest is made a bytes object into `result`. `parent` is block first-1's digest. OK,
+ * or FAILED with an exception set. */
+SHA_TARGET int
+sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
+                Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
+                PyObject *result)
+{
+    const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    size_t slot = cbor ? 35 : 46; /* [0x83, 0x58, 0x20, D] / [PROTO, FRAME n, C 0x20, D, 0x94] */
+    __m128i from_slot = _mm_loadu_si128((const __m128i *)(keep_mask + 16 - (slot - 32)));
+    __m128i d0 = _mm_loadu_si128((const __m128i *)parent);
+    __m128i d1 = _mm_loadu_si128((const __m128i *)(parent + 16));
+    unsigned char md[32];
+    for (Py_ssize_t i = first; i < count; i++) {
+        const unsigned char *p = buf + starts[i] - slot;
+        size_t len = ends[i] - starts[i] + slot;
+        __m128i p0, p1, p2;
+        if (cbor) {
+            p0 = _mm_or_si128(_mm_cvtsi32_si128(0x205883), _mm_slli_si128(d0, 3));
+            p1 = _mm_alignr_epi8(d1, d0, 13);
+            p2 = _mm_srli_si128(d1, 13);
+        }
+        else {
+            uint64_t frame = len - 11;
+            __m128i head = _mm_set_epi64x((long long)((frame >> 40) | 0x43ULL << 24 | 0x20ULL << 32),
+                                          (long long)(0x950580ULL | frame << 24));
+            p0 = _mm_or_si128(head, _mm_slli_si128(d0, 13));
+            p1 = _mm_alignr_epi8(d1, d0, 3);
+            p2 = _mm_or_si128(_mm_srli_si128(d1, 3), _mm_set_epi64x(0x94LL << 40, 0));
+        }
+        __m128i abef = _mm_set_epi32(0x6a09e667, (int)0xbb67ae85, 0x510e527f, (int)0x9b05688c);
+        __m128i cdgh = _mm_set_epi32(0x3c6ef372, (int)0xa54ff53a, 0x1f83d9ab, 0x5be0cd19);
+        size_t blocks = (len + 9 + 63) / 64;
+        for (size_t b = 0; b < blocks; b++) {
+            size_t at = 64 * b;
+            __m128i w0, w1, w2, w3;
+            if (b == 0) { /* len > slot >= 35: the first two words are the slot's */
+                w0 = _mm_shuffle_epi8(p0, swap);
+                w1 = _mm_shuffle_epi8(p1, swap);
+                if (len >= 48) {
+                    w2 = _mm_loadu_si128((const __m128i *)(p + 32));
+                }
+                else { /* the payload ends in word 2 */
+                    size_t r = len - 32;
+                    w2 = _mm_and_si128(_mm_loadu_si128((const __m128i *)(p + 32)),
+                                       _mm_loadu_si128((const __m128i *)(keep_mask + 16 - r)));
+                    w2 = _mm_or_si128(w2,
+                                      _mm_loadu_si128((const __m128i *)(end_marker + 16 - r)));
+                }
+                w2 = _mm_shuffle_epi8(_mm_blendv_epi8(w2, p2, from_slot), swap);
+            }
+            else {
+                w0 = message_word(p, len, at);
+                w1 = message_word(p, len, at + 16);
+                w2 = message_word(p, len, at + 32);
+            }
+            w3 = message_word(p, len, at + 48);
+            if (b + 1 == blocks) {
+                uint64_t bits = (uint64_t)len * 8;
+                w3 = _mm_or_si128(w3, _mm_set_epi32((int)(uint32_t)bits,
+                                                    (int)(uint32_t)(bits >> 32), 0, 0));
+            }
+            compress(&abef, &cdgh, w0, w1, w2, w3);
+        }
+        digest_bytes(abef, cdgh, &d0, &d1);
+        _mm_storeu_si128((__m128i *)md, d0);
+        _mm_storeu_si128((__m128i *)(md + 16), d1);
+        PyObject *digest = PyBytes_FromStringAndSize((const char *)md, 32);
+        if (digest == NULL) {
+            return FAILED;
+        }
+        PyList_SET_ITEM(result, i, digest);
+    }
+    return OK;
+}
+
 int
 sha_ni_supported(void)
 {
@@ -138,6 +228,15 @@ sha256_ni(const unsigned char *data, size_t len, unsigned char *md)
     (void)data;
     (void)len;
     (void)md;
+}
+
+int
+sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
+                Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
+                PyObject *result)
+{
+    PyErr_SetString(PyExc_RuntimeError, "SHA-NI is not built in");
+    return FAILED;
 }
 
 int
