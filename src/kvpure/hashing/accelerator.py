@@ -32,6 +32,7 @@ __all__ = [
     "available",
     "compiled_hash_blocks",
     "compiled_hash_lookahead_blocks",
+    "compiled_hash_uniform_blocks",
     "first_bad_token",
     "floor_digests",
     "hash_prompt_blocks",
@@ -156,6 +157,17 @@ def compiled_hash_lookahead_blocks() -> CompiledLookaheadBlocks | None:
     keys given are each block's ``E`` and the token ids hold L tokens past the last block;
     block ``i`` is hashed with ``(E_i, the L tokens after it)``. None where not built."""
     return None if _CHAIN is None else cast("CompiledLookaheadBlocks", _CHAIN.hash_blocks)
+
+
+CompiledUniformBlocks = Callable[[str, bytes, Sequence[int], int, int, object, object], list[bytes] | None]
+
+
+def compiled_hash_uniform_blocks() -> CompiledUniformBlocks | None:
+    """The extension's ``hash_uniform_blocks(algo, parent, token_ids, block_size, num_blocks,
+    first_keys, rest_keys)``: :func:`compiled_hash_blocks` where block 0's extra keys are
+    ``first_keys`` and every other block's ``rest_keys`` (no list of them is built; the
+    token ids may run past the last block). None where not built."""
+    return None if _CHAIN is None else cast("CompiledUniformBlocks", _CHAIN.hash_uniform_blocks)
 
 
 def hash_prompt_blocks(

@@ -125,10 +125,9 @@ encode_lookahead_extras(Chain *c, PyObject **items, PyObject *parent)
 
 /* Phase 2: every block's extra keys, each run of the same object encoded once. */
 static int
-encode_extras(Chain *c, PyObject *extras, PyObject *parent, PyObject *token_ids)
+encode_extras(Chain *c, PyObject **items, PyObject *parent, PyObject *token_ids)
 {
     Py_ssize_t n = c->num_blocks;
-    PyObject **items = PySequence_Fast_ITEMS(extras);
     if (n <= SMALL_BLOCKS) {
         c->extra_start = c->small_start;
         c->extra_len = c->small_len;
@@ -227,30 +226,15 @@ algo_code(PyObject *name)
     return -1;
 }
 
-/* hash_blocks(algo, parent, token_ids, block_size, extra_keys) -> list[bytes] | None, `algo`
- * a code or a name */
+/* The digests of `num_blocks` blocks of `token_ids` (a list or tuple) with the extra keys
+ * `extras` (one borrowed object per block): a new list, None (not handled) or NULL. */
 static PyObject *
-hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+hash_chain(int algo, PyObject *parent, PyObject *token_ids, Py_ssize_t block_size,
+           Py_ssize_t num_blocks, PyObject **extras, Py_ssize_t lookahead)
 {
-    if (nargs != 5 && nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 or 6 arguments");
-        return NULL;
-    }
-    Py_ssize_t lookahead = nargs == 6 && PyLong_CheckExact(args[5]) ? PyLong_AsSsize_t(args[5])
-                           : nargs == 6                               ? -1
-                                                                      : 0;
-    PyObject *parent = args[1], *token_ids = args[2], *extras = args[4];
-    int algo = PyLong_CheckExact(args[0]) ? (int)PyLong_AsLong(args[0]) : algo_code(args[0]);
-    Py_ssize_t block_size = PyLong_CheckExact(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
-    if (PyErr_Occurred()) {
-        PyErr_Clear(); /* an out-of-range number: not handled here */
-        Py_RETURN_NONE;
-    }
     if (!accel_enabled || algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || block_size < 1 ||
-        lookahead < 0 ||
-        !PyBytes_CheckExact(parent) ||
-        !(PyList_CheckExact(token_ids) || PyTuple_CheckExact(token_ids)) ||
-        !(PyList_CheckExact(extras) || PyTuple_CheckExact(extras)) || !digest_ready(algo)) {
+        lookahead < 0 || !PyBytes_CheckExact(parent) ||
+        !(PyList_CheckExact(token_ids) || PyTuple_CheckExact(token_ids)) || !digest_ready(algo)) {
         Py_RETURN_NONE;
     }
     Chain c; /* not zeroed whole: the small arrays are written before they are read */
@@ -262,7 +246,7 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     c.cbor = algo_uses_cbor(algo);
     c.digest_size = digest_size(algo);
     c.block_size = block_size;
-    c.num_blocks = PySequence_Fast_GET_SIZE(extras);
+    c.num_blocks = num_blocks;
     c.lookahead = lookahead;
     if (c.num_blocks > 0 &&
         (block_size > (PySequence_Fast_GET_SIZE(token_ids) - lookahead) / c.num_blocks ||
@@ -320,6 +304,77 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     chain_free(&c);
     if (status == UNSUPPORTED) {
         Py_RETURN_NONE;
+    }
+    return result;
+}
+
+/* An algorithm code and a size from `algo` (a code or a name) and `size`; 0, or -1 where
+ * either is out of range (nothing raised). */
+static int
+read_algo_and_size(PyObject *algo_arg, PyObject *size_arg, int *algo, Py_ssize_t *size)
+{
+    *algo = PyLong_CheckExact(algo_arg) ? (int)PyLong_AsLong(algo_arg) : algo_code(algo_arg);
+    *size = PyLong_CheckExact(size_arg) ? PyLong_AsSsize_t(size_arg) : -1;
+    if (PyErr_Occurred()) {
+        PyErr_Clear(); /* an out-of-range number: not handled here */
+        return -1;
+    }
+    return 0;
+}
+
+/* hash_blocks(algo, parent, token_ids, block_size, extra_keys[, lookahead]) -> list[bytes] |
+ * None, `algo` a code or a name, `extra_keys` a list or tuple (one per block) */
+static PyObject *
+hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 or 6 arguments");
+        return NULL;
+    }
+    Py_ssize_t lookahead = nargs == 6 && PyLong_CheckExact(args[5]) ? PyLong_AsSsize_t(args[5])
+                           : nargs == 6                               ? -1
+                                                                      : 0;
+    int algo;
+    Py_ssize_t block_size;
+    if (read_algo_and_size(args[0], args[3], &algo, &block_size) != 0 ||
+        !(PyList_CheckExact(args[4]) || PyTuple_CheckExact(args[4]))) {
+        Py_RETURN_NONE;
+    }
+    PyObject *extras = args[4];
+    return hash_chain(algo, args[1], args[2], block_size, PySequence_Fast_GET_SIZE(extras),
+                      PySequence_Fast_ITEMS(extras), lookahead);
+}
+
+/* hash_uniform_blocks(algo, parent, token_ids, block_size, num_blocks, first_keys, rest_keys)
+ * -> list[bytes] | None: hash_blocks with block 0's extra keys `first_keys` and every other
+ * block's `rest_keys`, without a list of them; token_ids may run past the last block. */
+static PyObject *
+hash_uniform_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "hash_uniform_blocks takes 7 arguments");
+        return NULL;
+    }
+    int algo;
+    Py_ssize_t block_size;
+    Py_ssize_t num_blocks = PyLong_CheckExact(args[4]) ? PyLong_AsSsize_t(args[4]) : -1;
+    if (read_algo_and_size(args[0], args[3], &algo, &block_size) != 0 || num_blocks < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *small[SMALL_BLOCKS];
+    PyObject **extras = num_blocks <= SMALL_BLOCKS
+                            ? small
+                            : PyMem_Malloc(sizeof(PyObject *) * (size_t)num_blocks);
+    if (extras == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < num_blocks; i++) {
+        extras[i] = i == 0 ? args[5] : args[6]; /* borrowed: the arguments outlive the call */
+    }
+    PyObject *result = hash_chain(algo, args[1], args[2], block_size, num_blocks, extras, 0);
+    if (extras != small) {
+        PyMem_Free(extras);
     }
     return result;
 }
@@ -430,6 +485,9 @@ static PyMethodDef chain_methods[] = {
      "hash_blocks(algo (code or name), parent, token_ids, block_size, extra_keys[, lookahead]) "
      "-> list[bytes] | None; with lookahead L, extra_keys are each block's E and token_ids "
      "holds L more tokens"},
+    {"hash_uniform_blocks", (PyCFunction)(void (*)(void))hash_uniform_blocks, METH_FASTCALL,
+     "hash_uniform_blocks(algo, parent, token_ids, block_size, num_blocks, first_keys, "
+     "rest_keys) -> list[bytes] | None: block 0 with first_keys, the others with rest_keys"},
     {"one_block_hasher", (PyCFunction)(void (*)(void))one_block_hasher, METH_FASTCALL,
      "one_block_hasher(algo, block_size, extra_keys, fallback) -> BlockHasher | None"},
     {"install_decode_append", (PyCFunction)(void (*)(void))install_decode_append, METH_FASTCALL,

@@ -139,6 +139,15 @@ int sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, co
                     PyObject *result);
 /* Whether SHA-256 runs through sha_ni.c now. */
 int sha_ni_in_use(void);
+typedef struct {
+    uint64_t low64;
+    uint64_t high64;
+} Xxh128; /* the layout of libxxhash's XXH128_hash_t (its public ABI) */
+
+typedef Xxh128 (*Xxh3_128_fn)(const void *data, size_t len);
+
+/* libxxhash's XXH3_128bits where loaded, checked and switched on; else NULL. */
+Xxh3_128_fn native_xxh3_fn(void);
 /* Whether `algo` can run (XXH3 needs init_xxhash first). */
 int digest_ready(int algo);
 /* Whether a digest of `algo` calls Python code (the xxhash package's function). */

@@ -61,13 +61,6 @@ sha256_openssl(const unsigned char *data, size_t len, unsigned char *md)
 
 /* ---------------------------------------------------------------- XXH3-128 */
 
-typedef struct {
-    uint64_t low64;
-    uint64_t high64;
-} Xxh128; /* the layout of libxxhash's XXH128_hash_t (its public ABI) */
-
-typedef Xxh128 (*Xxh3_128_fn)(const void *data, size_t len);
-
 static Xxh3_128_fn native_xxh3 = NULL; /* libxxhash.so.0's XXH3_128bits, once checked */
 static Xxh3_128_fn loaded_xxh3 = NULL; /* the same, kept while native use is switched off */
 static PyObject *python_xxh3 = NULL;   /* xxhash.xxh3_128_digest */
@@ -76,10 +69,9 @@ static void
 xxh3_native_digest(Xxh3_128_fn fn, const unsigned char *data, size_t len, unsigned char *md)
 {
     Xxh128 h = fn(data, len);
-    for (int i = 0; i < 8; i++) { /* canonical form: high half, then low, big-endian */
-        md[i] = (unsigned char)(h.high64 >> (56 - 8 * i));
-        md[8 + i] = (unsigned char)(h.low64 >> (56 - 8 * i));
-    }
+    uint64_t high = __builtin_bswap64(h.high64), low = __builtin_bswap64(h.low64);
+    memcpy(md, &high, 8); /* canonical form: high half, then low, big-endian */
+    memcpy(md + 8, &low, 8);
 }
 
 /* The 16-byte digest through the Python function; FAILED with an exception set. */
@@ -186,6 +178,12 @@ int
 digest_ready(int algo)
 {
     return algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR || python_xxh3 != NULL;
+}
+
+Xxh3_128_fn
+native_xxh3_fn(void)
+{
+    return native_xxh3;
 }
 
 int
