@@ -40,7 +40,9 @@ __all__ = [
     "one_block_hasher",
     "set_enabled",
     "set_native_xxhash",
+    "set_sha_ni",
     "set_token_items",
+    "sha_route",
     "token_items_versions",
     "xxhash_route",
 ]
@@ -92,6 +94,17 @@ def xxhash_route() -> str | None:
 def set_native_xxhash(enabled: bool) -> str | None:
     """Use libxxhash.so.0 where loaded (True) or the xxhash package (False); returns the route."""
     return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
+
+
+def sha_route() -> str | None:
+    """How the extension computes SHA-256: ``"sha-ni"`` (the x86 SHA extensions, checked
+    against OpenSSL at import) or ``"openssl"``; None where not built."""
+    return None if _CHAIN is None else str(_CHAIN.sha_route())
+
+
+def set_sha_ni(enabled: bool) -> str | None:
+    """Use the SHA extensions where checked (True) or OpenSSL (False); returns the route."""
+    return None if _CHAIN is None else str(_CHAIN.set_sha_ni(enabled))
 
 
 def token_items_versions() -> list[str]:

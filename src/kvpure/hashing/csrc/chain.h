@@ -150,8 +150,6 @@ typedef Xxh128 (*Xxh3_128_fn)(const void *data, size_t len);
 Xxh3_128_fn native_xxh3_fn(void);
 /* Whether `algo` can run (XXH3 needs init_xxhash first). */
 int digest_ready(int algo);
-/* Whether a digest of `algo` calls Python code (the xxhash package's function). */
-int digest_calls_python(int algo);
 int digest_init(void);
 PyObject *init_xxhash(PyObject *self, PyObject *fn);
 PyObject *set_native_xxhash(PyObject *self, PyObject *flag);

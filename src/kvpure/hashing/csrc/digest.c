@@ -187,12 +187,6 @@ native_xxh3_fn(void)
 }
 
 int
-digest_calls_python(int algo)
-{
-    return !(algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR) && native_xxh3 == NULL;
-}
-
-int
 block_digest_padded(int algo, const unsigned char *data, size_t len, unsigned char *md)
 {
     if (use_sha_ni && (algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR)) {

@@ -1,24 +1,21 @@
 /* kvpure.hashing._chain: a prompt's chain with every payload laid out before hashing.
  *
- * The common prompt (token ids in [0, 2**30), no lookahead) is hashed in two passes over
- * one buffer:
+ * The common prompt (token ids exact ints in [0, 2**30), no lookahead) is hashed in two
+ * passes over one buffer:
  *
- *   1. every block's payload except its parent is written in place, token ids encoded as
- *      they are read: [slot][body], where the slot is left for the payload's head and
- *      parent and the body holds the token array, the extra keys and (pickle) the tail;
- *   2. the chain: each block's slot is filled with the head and the previous digest, the
- *      payload hashed where it lies, and the digest made a bytes object.
+ *   1. every block's payload but its head and parent is written: [slot][body], the slot
+ *      left for the head and parent, the body the token array, the extra keys and
+ *      (pickle) the tail. A block's ids are read into a small array, then encoded in bulk
+ *      (token_items.c: 8 at a time with AVX2 / AVX-512 where the CPU has them);
+ *   2. the chain: block 0's slot is written and its payload hashed where it lies; every
+ *      later block's slot is made from the previous digest without a store/load round
+ *      trip: in SHA-NI registers (sha_ni.c) or with 8-byte stores at the offsets XXH3
+ *      loads (xxh3_chain), else written as block 0's. Each digest becomes a bytes object.
  *
- * Pass 1 is bound by the latency of loading each token's int object, so its encoding work
- * is mostly hidden; pass 2 does no per-token work. A token id is written with one 8-byte
- * store (its item's head or opcode in the low byte, the value's bytes above it, in the
- * order CBOR (big-endian) or pickle (little-endian) writes them), then the position moves
- * by the item's length. Anything else (an id at or above 2**30 or negative, not an exact
- * int) is UNSUPPORTED here, and chain.c runs its general path.
+ * Anything else (an id at or above 2**30 or negative, not an exact int) is UNSUPPORTED
+ * here, and chain.c runs its general path (phase by phase, 64-bit ids).
  */
 #include "chain.h"
-
-#include <stdlib.h>
 
 #define VALUES_CHUNK 256
 
@@ -193,15 +190,15 @@ xxh3_chain(const Prelaid *p, unsigned char *buf, const size_t *starts, const siz
     return OK;
 }
 
-/* The chain: a new list in *result; OK, UNSUPPORTED (a token) or FAILED. With `interleave`
- * block i + 1 is laid out before block i is hashed (no Python code can run meanwhile), else
- * every block first. */
+/* The chain: every block laid out, then hashed in turn; a new list in *result. OK,
+ * UNSUPPORTED (a token) or FAILED. Block 0 (its parent the caller's) is hashed as laid out
+ * with its slot written; the rest run through sha256_ni_chain / xxh3_chain where they apply
+ * (no Python code runs in either, nor while the token objects are read). */
 static int
 chain_laid_out(const Prelaid *p, PyObject *parent, PyObject **items, unsigned char *buf,
-               size_t *starts, size_t *ends, int interleave, PyObject **out)
+               size_t *starts, size_t *ends, PyObject **out)
 {
-    Py_ssize_t laid = interleave ? (p->num_blocks > 0) : p->num_blocks;
-    for (Py_ssize_t i = 0; i < laid; i++) {
+    for (Py_ssize_t i = 0; i < p->num_blocks; i++) {
         if (lay_out(p, items, i, buf, starts, ends) != OK) {
             return UNSUPPORTED;
         }
@@ -215,11 +212,6 @@ chain_laid_out(const Prelaid *p, PyObject *parent, PyObject **items, unsigned ch
     size_t previous_len = (size_t)PyBytes_GET_SIZE(parent);
     size_t size = digest_size(p->algo);
     for (Py_ssize_t i = 0; i < p->num_blocks; i++) {
-        if (interleave && i + 1 < p->num_blocks &&
-            lay_out(p, items, i + 1, buf, starts, ends) != OK) {
-            Py_DECREF(result);
-            return UNSUPPORTED;
-        }
         unsigned char *start = buf + starts[i] - (i == 0 ? p->first_slot : p->slot);
         size_t len = (size_t)(buf + ends[i] - start);
         write_slot(p->cbor, start, previous, previous_len, len);
@@ -235,7 +227,7 @@ chain_laid_out(const Prelaid *p, PyObject *parent, PyObject **items, unsigned ch
         PyList_SET_ITEM(result, i, digest);
         previous = (const unsigned char *)PyBytes_AS_STRING(digest);
         previous_len = size;
-        if (i == 0 && !interleave && size == 32 && sha_ni_in_use() &&
+        if (i == 0 && size == 32 && sha_ni_in_use() &&
             (p->algo == ALGO_SHA256 || p->algo == ALGO_SHA256_CBOR)) {
             /* the rest with the previous digest kept in registers */
             if (sha256_ni_chain(p->cbor, buf, starts, ends, 1, p->num_blocks, previous,
@@ -246,7 +238,7 @@ chain_laid_out(const Prelaid *p, PyObject *parent, PyObject **items, unsigned ch
             break;
         }
         Xxh3_128_fn xxh3 = native_xxh3_fn();
-        if (i == 0 && !interleave && size == 16 && xxh3 != NULL && p->slot == (p->cbor ? 18 : 30)) {
+        if (i == 0 && size == 16 && xxh3 != NULL && p->slot == (p->cbor ? 18 : 30)) {
             if (xxh3_chain(p, buf, starts, ends, 1, xxh3, previous, result) != OK) {
                 Py_DECREF(result);
                 return FAILED;
@@ -284,9 +276,8 @@ prelaid_chain(const Prelaid *p, PyObject *parent, PyObject *token_ids, PyObject 
     }
     else {
         size_t *ends = starts + p->num_blocks + 1;
-        int interleave = getenv("KVPURE_INTERLEAVE") != NULL && !digest_calls_python(p->algo);
         status = chain_laid_out(&laid, parent, PySequence_Fast_ITEMS(token_ids), buf, starts,
-                                ends, interleave, result);
+                                ends, result);
     }
     PyMem_Free(buf);
     PyMem_Free(starts);
