@@ -25,6 +25,7 @@ Every digest list is checked equal to vLLM's (or to kvpure's where vLLM is missi
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -52,18 +53,18 @@ def load_vllm() -> dict[str, Any] | None:
     """vLLM 0.26's hasher pieces, or None where ``import vllm`` fails."""
     os.environ["PYTHONHASHSEED"] = "0"  # read by init_none_hash when it runs
     try:
-        from vllm.sampling_params import SamplingParams  # noqa: PLC0415
-        from vllm.utils.hashing import get_hash_fn_by_name  # noqa: PLC0415
-        from vllm.v1.core import kv_cache_utils  # noqa: PLC0415
-        from vllm.v1.request import Request  # noqa: PLC0415
-    except Exception as err:  # noqa: BLE001 (any import failure: run without vLLM)
+        sampling = importlib.import_module("vllm.sampling_params")
+        hashing = importlib.import_module("vllm.utils.hashing")
+        kv_cache_utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+        request_module = importlib.import_module("vllm.v1.request")
+    except Exception as err:  # any import failure: run without vLLM
         print(f"vLLM not importable ({type(err).__name__}: {err}); ratios against the floor")
         return None
     return {
-        "SamplingParams": SamplingParams,
-        "get_hash_fn_by_name": get_hash_fn_by_name,
+        "SamplingParams": sampling.SamplingParams,
+        "get_hash_fn_by_name": hashing.get_hash_fn_by_name,
         "kv_cache_utils": kv_cache_utils,
-        "Request": Request,
+        "Request": request_module.Request,
     }
 
 
@@ -132,7 +133,7 @@ def main() -> None:
         )
         got = list(hash_prompt(scheme, request))
         extras = [None] * blocks
-        tokens = request.prompt_token_ids
+        tokens = tuple(prompt)
         functions: list[Callable[[], object]] = [
             partial(hash_prompt, scheme, request),
             partial(chain, algo, scheme.none_hash, tokens, BLOCK_SIZE, extras),

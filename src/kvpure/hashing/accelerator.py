@@ -172,7 +172,9 @@ def compiled_hash_lookahead_blocks() -> CompiledLookaheadBlocks | None:
     return None if _CHAIN is None else cast("CompiledLookaheadBlocks", _CHAIN.hash_blocks)
 
 
-CompiledUniformBlocks = Callable[[str, bytes, Sequence[int], int, int, object, object], list[bytes] | None]
+CompiledUniformBlocks = Callable[
+    [str, bytes, Sequence[int], int, int, object, object], list[bytes] | None
+]
 
 
 def compiled_hash_uniform_blocks() -> CompiledUniformBlocks | None:
