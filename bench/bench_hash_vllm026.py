@@ -97,11 +97,14 @@ def load_old_chain(path: str) -> ModuleType:
 
 
 def best_of_each(functions: Sequence[Callable[[], object]], rounds: int) -> list[float]:
+    """Each function's best time, all run in turn each round, the round's first one rotating
+    (so that none always follows vLLM's allocations, which leave the caches cold)."""
     best = [float("inf")] * len(functions)
-    for _ in range(rounds):
-        for index, function in enumerate(functions):
+    for round_index in range(rounds):
+        for step in range(len(functions)):
+            index = (round_index + step) % len(functions)
             start = time.process_time()
-            function()
+            functions[index]()
             best[index] = min(best[index], time.process_time() - start)
     return best
 
