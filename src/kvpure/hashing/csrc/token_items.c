@@ -109,6 +109,7 @@ items_avx2(int cbor, const uint32_t *values, Py_ssize_t n, unsigned char *out)
             out += lengths[i];
         }
     }
+    _mm256_zeroupper(); /* GCC leaves it out here: the SSE code after would pay for it */
     return items_scalar(cbor, values + j, n - j, out);
 }
 
@@ -129,6 +130,7 @@ items_vbmi2(int cbor, const uint32_t *values, Py_ssize_t n, unsigned char *out)
         _mm512_storeu_si512((void *)out, _mm512_maskz_compress_epi8(mask, words));
         out += __builtin_popcountll(mask);
     }
+    _mm256_zeroupper();
     return items_scalar(cbor, values + j, n - j, out);
 }
 #endif
