@@ -4,10 +4,12 @@
  * The extension is built from eight compilation units sharing this header:
  *
  *   encode.c  canonical CBOR and pickle protocol 5 of the payload (parent, tokens, extra keys)
- *   digest.c  SHA-256 (OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash package)
+ *   digest.c  SHA-256 (SHA-NI or OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash
+ *             package); floor_digests, the benchmarks' hashing floor
  *   chain.c   hash_blocks(): every block of a prompt; the module itself and its switch
  *   prelaid.c the common prompt's chain, every payload laid out before hashing
- *   token_items.c  token ids as CBOR / pickle items in bulk (scalar, AVX2, AVX-512)
+ *   token_items.c  token ids as CBOR / pickle items in bulk (scalar, AVX2, AVX-512); the
+ *             token-id scan first_bad_token
  *   sha_ni.c  SHA-256 with the x86 SHA extensions, no copies
  *   block_hasher.c  BlockHasher: one block, its extra keys encoded once (decoding)
  *   decode.c  the C body of RequestBlockHashes.append_output_token_ids
@@ -120,6 +122,7 @@ unsigned char *encode_token_items(int cbor, const uint32_t *values, Py_ssize_t n
                                   unsigned char *out);
 void token_items_init(void);
 PyObject *set_token_items(PyObject *self, PyObject *name);
+PyObject *first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *token_items_versions(PyObject *self, PyObject *unused);
 
 /* ---------------------------------------------------------------- digests (digest.c) */
@@ -129,6 +132,7 @@ int block_digest(int algo, const unsigned char *data, size_t len, unsigned char 
 /* The same, `data` readable 16 bytes past `len` (no copy for SHA-NI). */
 int block_digest_padded(int algo, const unsigned char *data, size_t len, unsigned char *md);
 PyObject *set_sha_ni(PyObject *self, PyObject *flag);
+PyObject *floor_digests(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *sha_route(PyObject *self, PyObject *unused);
 /* sha_ni.c: SHA-256 with the SHA extensions (`data` readable 16 bytes past `len`) */
 void sha256_ni(const unsigned char *data, size_t len, unsigned char *md);

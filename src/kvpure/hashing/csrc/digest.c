@@ -278,3 +278,38 @@ digest_init(void)
 #endif
     return OK;
 }
+
+/* floor_digests(algo, payloads) -> bytes: the digest of every payload (a list of bytes) in a
+ * C loop, returning the last one: the hashing floor that bench/bench_hash_vllm034.py sets
+ * kvpure's time against (the same SHA-256 / XXH3-128 calls as the chain, nothing else). */
+PyObject *
+floor_digests(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "floor_digests(algo, payloads: list[bytes])");
+        return NULL;
+    }
+    int algo = (int)PyLong_AsLong(args[0]);
+    if (algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || !digest_ready(algo)) {
+        PyErr_SetString(PyExc_ValueError, "floor_digests: unknown or unready algorithm");
+        return NULL;
+    }
+    PyObject *payloads = Py_NewRef(args[1]);
+    Py_ssize_t n = PyList_GET_SIZE(payloads);
+    unsigned char md[32] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(payloads, i);
+        if (!PyBytes_CheckExact(item)) {
+            Py_DECREF(payloads);
+            PyErr_SetString(PyExc_TypeError, "floor_digests: payloads are bytes");
+            return NULL;
+        }
+        if (block_digest(algo, (const unsigned char *)PyBytes_AS_STRING(item),
+                         (size_t)PyBytes_GET_SIZE(item), md) != OK) {
+            Py_DECREF(payloads);
+            return NULL;
+        }
+    }
+    Py_DECREF(payloads);
+    return PyBytes_FromStringAndSize((const char *)md, (Py_ssize_t)digest_size(algo));
+}

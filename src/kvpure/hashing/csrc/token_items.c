@@ -1,4 +1,5 @@
-/* kvpure.hashing._chain: token ids below 2**30 as CBOR items or pickle ints, in bulk.
+/* kvpure.hashing._chain: token ids below 2**30 as CBOR items or pickle ints, in bulk; and
+ * first_bad_token, the scan that checks a prompt's ids.
  *
  * A token id's CBOR item is 1, 2, 3 or 5 bytes (its head, then the value big-endian); its
  * pickle item 2, 3 or 5 (BININT1 / BININT2 / BININT, then the value little-endian). Each
@@ -248,4 +249,60 @@ token_items_versions(PyObject *self, PyObject *unused)
         }
     }
     return result;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+/* first_bad_token(token_ids, low, high) -> int: the index of the first item of a list or tuple
+ * that is not an int (a bool is not one) or lies outside [low, high] (`high` None: no upper
+ * bound), else -1. It runs whether or not the accelerator is switched on: it is a check, and
+ * kvpure's Python fallback (accelerator.first_bad_token) gives the same answer. Reading an
+ * int calls no Python code, so the items stay borrowed safely; the sequence is held. */
+PyObject *
+first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !(PyList_CheckExact(args[0]) || PyTuple_CheckExact(args[0])) ||
+        !PyLong_CheckExact(args[1]) || !(args[2] == Py_None || PyLong_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "first_bad_token(list | tuple, int, int | None)");
+        return NULL;
+    }
+    long long low = PyLong_AsLongLong(args[1]);
+    int bounded = args[2] != Py_None;
+    long long high = bounded ? PyLong_AsLongLong(args[2]) : 0;
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *seq = Py_NewRef(args[0]);
+    Py_ssize_t bad = -1;
+#if PY_VERSION_HEX < 0x030C0000
+    /* CPython 3.11: an exact int of ob_size 0 or 1 is in [0, 2**30) */
+    int small_ok = low <= 0 && (!bounded || high >= (1LL << 30) - 1);
+#else
+    int small_ok = 0;
+#endif
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *item = PySequence_Fast_ITEMS(seq)[i];
+#if PY_VERSION_HEX < 0x030C0000
+        if (small_ok && PyLong_CheckExact(item) && (size_t)Py_SIZE(item) <= 1) {
+            continue;
+        }
+#endif
+        if (!PyLong_CheckExact(item) && (!PyLong_Check(item) || PyBool_Check(item))) {
+            bad = i;
+            break;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+        if (overflow < 0 || (overflow == 0 && v < low) ||
+            (bounded && (overflow > 0 || (overflow == 0 && v > high)))) {
+            bad = i;
+            break;
+        }
+    }
+    Py_DECREF(seq);
+    return PyLong_FromSsize_t(bad);
 }
