@@ -277,8 +277,6 @@ first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #if PY_VERSION_HEX < 0x030C0000
     /* CPython 3.11: an exact int of ob_size 0 or 1 is in [0, 2**30) */
     int small_ok = low <= 0 && (!bounded || high >= (1LL << 30) - 1);
-#else
-    int small_ok = 0;
 #endif
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
         PyObject *item = PySequence_Fast_ITEMS(seq)[i];
