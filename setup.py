@@ -17,7 +17,16 @@ setup(
             "kvpure.hashing._chain",
             sources=[
                 f"{_CSRC}/{unit}.c"
-                for unit in ("chain", "encode", "digest", "block_hasher", "decode")
+                for unit in (
+                    "chain",
+                    "prelaid",
+                    "token_items",
+                    "sha_ni",
+                    "encode",
+                    "digest",
+                    "block_hasher",
+                    "decode",
+                )
             ],
             depends=[f"{_CSRC}/chain.h"],
             libraries=["crypto"],

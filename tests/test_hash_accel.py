@@ -79,3 +79,81 @@ def test_int_width_edges(algo: str) -> None:
             assert got == reference(algo, b"\x01" * 32, tokens, block_size, extras)
     finally:
         accelerator.set_enabled(was_on)
+
+
+# The laid-out chain (token ids in [0, 2**30), no lookahead) in every token-item encoder the
+# CPU runs: each item width's edges, block sizes around the 8-id vector step.
+SMALL_EDGES = [0, 1, 23, 24, 25, 255, 256, 257, 65535, 65536, 65537, 2**24, 2**30 - 1]
+SMALL_TOKENS = st.one_of(st.sampled_from(SMALL_EDGES), st.integers(0, 2**30 - 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    algo=st.sampled_from(ALGORITHMS),
+    block_size=st.sampled_from([1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 24, 64, 300]),
+    num_blocks=st.integers(1, 4),
+    data=st.data(),
+)
+def test_token_item_versions_agree(
+    algo: str, block_size: int, num_blocks: int, data: st.DataObject
+) -> None:
+    tokens = data.draw(
+        st.lists(SMALL_TOKENS, min_size=block_size * num_blocks, max_size=block_size * num_blocks)
+    )
+    extras = data.draw(st.lists(KEYS, min_size=num_blocks, max_size=num_blocks))
+    parent = data.draw(st.binary(min_size=1, max_size=300))
+    expected = reference(algo, parent, tokens, block_size, extras)
+    was_on = accelerator.accelerated()
+    accelerator.set_enabled(True)
+    sha_ni = accelerator.sha_route() == "sha-ni"
+    try:
+        for version in accelerator.token_items_versions():
+            for native in (True, False):  # SHA-NI or OpenSSL; libxxhash or the xxhash package
+                accelerator.set_sha_ni(native)
+                accelerator.set_native_xxhash(native)
+                assert accelerator.set_token_items(version) == version
+                got = accelerator.hash_prompt_blocks(algo, parent, tokens, block_size, extras)
+                assert got is None or got == expected, (version, native)
+    finally:
+        accelerator.set_token_items(None)
+        accelerator.set_sha_ni(sha_ni)
+        accelerator.set_native_xxhash(True)
+        accelerator.set_enabled(was_on)
+
+
+def test_token_item_versions() -> None:
+    versions = accelerator.token_items_versions()
+    assert versions[0] == "scalar"
+    assert accelerator.set_token_items(None) == versions[-1]
+    assert accelerator.set_token_items("no-such-version") == versions[-1]
+
+
+def test_uniform_blocks_match_the_list_form() -> None:
+    # hash_prompt's entry for prompts without multimodal items: block 0's keys, then one
+    # object for every later block; the token ids may run past the last block
+    uniform = accelerator.compiled_hash_uniform_blocks()
+    assert uniform is not None
+    tokens = list(range(70_000, 70_000 + 16 * 5 + 7))
+    for algo in ALGORITHMS:
+        for first, rest in ((None, None), (("lora", "salt"), ("lora",)), (("salt",), None)):
+            extras = [first] + [rest] * 4
+            got = uniform(algo, b"\x02" * 32, tokens, 16, 5, first, rest)
+            assert got == reference(algo, b"\x02" * 32, tokens, 16, extras)
+        assert uniform(algo, b"\x02" * 32, tokens, 16, 0, None, None) == []
+        assert uniform(algo, b"\x02" * 32, tokens, 16, 6, None, None) is None  # too few
+
+
+def test_sha_routes_agree() -> None:
+    route, was_on = accelerator.sha_route(), accelerator.accelerated()
+    tokens = [t * 7919 % 128_256 for t in range(16 * 64)]
+    accelerator.set_enabled(True)
+    try:
+        for algo in ("sha256", "sha256_cbor"):
+            expected = reference(algo, b"\x03" * 32, tokens, 16, [None] * 64)
+            for native in (True, False):
+                accelerator.set_sha_ni(native)
+                got = accelerator.hash_prompt_blocks(algo, b"\x03" * 32, tokens, 16, [None] * 64)
+                assert got == expected
+    finally:
+        accelerator.set_sha_ni(route == "sha-ni")
+        accelerator.set_enabled(was_on)

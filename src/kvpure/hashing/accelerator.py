@@ -32,6 +32,7 @@ __all__ = [
     "available",
     "compiled_hash_blocks",
     "compiled_hash_lookahead_blocks",
+    "compiled_hash_uniform_blocks",
     "first_bad_token",
     "floor_digests",
     "hash_prompt_blocks",
@@ -39,6 +40,10 @@ __all__ = [
     "one_block_hasher",
     "set_enabled",
     "set_native_xxhash",
+    "set_sha_ni",
+    "set_token_items",
+    "sha_route",
+    "token_items_versions",
     "xxhash_route",
 ]
 
@@ -89,6 +94,29 @@ def xxhash_route() -> str | None:
 def set_native_xxhash(enabled: bool) -> str | None:
     """Use libxxhash.so.0 where loaded (True) or the xxhash package (False); returns the route."""
     return None if _CHAIN is None else str(_CHAIN.set_native_xxhash(enabled))
+
+
+def sha_route() -> str | None:
+    """How the extension computes SHA-256: ``"sha-ni"`` (the x86 SHA extensions, checked
+    against OpenSSL at import) or ``"openssl"``; None where not built."""
+    return None if _CHAIN is None else str(_CHAIN.sha_route())
+
+
+def set_sha_ni(enabled: bool) -> str | None:
+    """Use the SHA extensions where checked (True) or OpenSSL (False); returns the route."""
+    return None if _CHAIN is None else str(_CHAIN.set_sha_ni(enabled))
+
+
+def token_items_versions() -> list[str]:
+    """The token-id encoders of the laid-out chain this CPU runs (``"scalar"``, and
+    ``"avx2"`` / ``"vbmi2"`` where it has them), fastest last; none where not built."""
+    return [] if _CHAIN is None else list(_CHAIN.token_items_versions())
+
+
+def set_token_items(name: str | None) -> str | None:
+    """Encode token ids with the version ``name`` (None: the fastest this CPU runs; a name
+    it lacks changes nothing); returns the version now in use. All give the same bytes."""
+    return None if _CHAIN is None else str(_CHAIN.set_token_items(name))
 
 
 def first_bad_token(token_ids: Sequence[object], low: int, high: int | None) -> int:
@@ -142,6 +170,19 @@ def compiled_hash_lookahead_blocks() -> CompiledLookaheadBlocks | None:
     keys given are each block's ``E`` and the token ids hold L tokens past the last block;
     block ``i`` is hashed with ``(E_i, the L tokens after it)``. None where not built."""
     return None if _CHAIN is None else cast("CompiledLookaheadBlocks", _CHAIN.hash_blocks)
+
+
+CompiledUniformBlocks = Callable[
+    [str, bytes, Sequence[int], int, int, object, object], list[bytes] | None
+]
+
+
+def compiled_hash_uniform_blocks() -> CompiledUniformBlocks | None:
+    """The extension's ``hash_uniform_blocks(algo, parent, token_ids, block_size, num_blocks,
+    first_keys, rest_keys)``: :func:`compiled_hash_blocks` where block 0's extra keys are
+    ``first_keys`` and every other block's ``rest_keys`` (no list of them is built; the
+    token ids may run past the last block). None where not built."""
+    return None if _CHAIN is None else cast("CompiledUniformBlocks", _CHAIN.hash_uniform_blocks)
 
 
 def hash_prompt_blocks(

@@ -29,9 +29,14 @@ from kvpure.hashing.extra_keys import (
     lookahead_base_keys,
     steady_extra_keys,
     steady_extra_keys_start,
+    uniform_prompt_extra_keys,
     with_lookahead_tokens,
 )
-from kvpure.hashing.fast_prompt import fast_hash_lookahead_blocks, fast_hash_token_blocks
+from kvpure.hashing.fast_prompt import (
+    fast_hash_lookahead_blocks,
+    fast_hash_token_blocks,
+    fast_hash_uniform_blocks,
+)
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
 from kvpure.hashing.token_checks import check_token_ids
@@ -163,6 +168,15 @@ def extend_block_hashes(
             digests = chain_hasher(
                 scheme.algorithm, parent, window[: end - start], block_size, extra_keys
             )
+    elif (
+        start == 0
+        and chain_hasher is fast_hash_token_blocks
+        and (uniform := uniform_prompt_extra_keys(scheme.profile, request)) is not None
+        and (type(all_token_ids) is tuple or type(all_token_ids) is list)
+    ):  # a prompt without multimodal items: no list of extra keys, no slice of the tokens
+        digests = fast_hash_uniform_blocks(
+            scheme.algorithm, parent, all_token_ids, block_size, num_new_blocks, *uniform
+        )
     else:
         steady_start = steady_extra_keys_start(request, block_size)
         if steady_start is not None and start >= steady_start:  # decoding: no scan needed

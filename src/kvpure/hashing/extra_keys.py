@@ -177,6 +177,18 @@ def steady_extra_keys(profile: VllmHashProfile, request: HashRequest) -> ExtraKe
     return lora or None
 
 
+def uniform_prompt_extra_keys(
+    profile: VllmHashProfile, request: HashRequest
+) -> tuple[ExtraKeys, ExtraKeys] | None:
+    """A prompt's block-0 keys and every later block's, where they are the same from block 1
+    on (no multimodal items, no prompt embeddings): :func:`extra_keys_for_blocks` from token
+    0 is ``[first, rest, rest, ...]``. None otherwise."""
+    if request.prompt_embeds is not None or request.mm_features:
+        return None
+    lora, salt = _lora_and_salt_keys(profile, request)
+    return (*lora, *salt) or None, lora or None
+
+
 def _lora_and_salt_keys(
     profile: VllmHashProfile, request: HashRequest
 ) -> tuple[tuple[object, ...], tuple[object, ...]]:
@@ -196,9 +208,10 @@ def _uniform_extra_keys(
     """
     lora, salt = _lora_and_salt_keys(profile, request)
     rest = lora or None
-    if start_token_idx != 0:
-        return [rest] * num_blocks
-    return [(*lora, *salt) or None, *([rest] * (num_blocks - 1))]
+    keys = [rest] * num_blocks
+    if start_token_idx == 0 and keys:
+        keys[0] = (*lora, *salt) or None
+    return keys
 
 
 def _prompt_extra_keys_with_mm(

@@ -28,7 +28,11 @@ from collections.abc import Callable, Iterable, Sequence
 import xxhash
 
 from kvpure.errors import InvalidFieldError
-from kvpure.hashing.accelerator import compiled_hash_blocks, compiled_hash_lookahead_blocks
+from kvpure.hashing.accelerator import (
+    compiled_hash_blocks,
+    compiled_hash_lookahead_blocks,
+    compiled_hash_uniform_blocks,
+)
 from kvpure.hashing.accelerator import one_block_hasher as accelerated_one_block_hasher
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.cbor import canonical_cbor_dumps as cbor_dumps
@@ -50,6 +54,7 @@ __all__ = [
     "block_payloads",
     "fast_hash_lookahead_blocks",
     "fast_hash_token_blocks",
+    "fast_hash_uniform_blocks",
     "one_block_hasher",
     "reference_payload",
 ]
@@ -63,6 +68,7 @@ _USES_CBOR: dict[str, bool] = {a: a.uses_cbor for a in HashAlgorithm}
 
 _COMPILED = compiled_hash_blocks()
 _COMPILED_LOOKAHEAD = compiled_hash_lookahead_blocks()
+_COMPILED_UNIFORM = compiled_hash_uniform_blocks()
 _SHA256 = hashlib.sha256
 _XXH3_128 = xxhash.xxh3_128_digest
 _PICKLE_DUMPS = pickle.dumps
@@ -275,6 +281,32 @@ def fast_hash_token_blocks(
         return _cbor_chain(algo_name, parent, tails)
     except UnicodeEncodeError as err:  # cbor2 on a lone surrogate in the extra keys
         raise CborEncodeError(type_name="str", reason=f"not valid UTF-8: {err}") from None
+
+
+def fast_hash_uniform_blocks(
+    algo_name: str,
+    parent: bytes,
+    token_ids: Sequence[int],
+    block_size: int,
+    num_blocks: int,
+    first_keys: tuple[object, ...] | None,
+    rest_keys: tuple[object, ...] | None,
+) -> list[bytes]:
+    """:func:`fast_hash_token_blocks` of the first ``num_blocks`` blocks of ``token_ids`` with
+    the extra keys ``first_keys`` for block 0 and ``rest_keys`` for every other (a prompt
+    without multimodal items), in C without a list of keys where the extension is built."""
+    if _COMPILED_UNIFORM is not None:
+        accelerated = _COMPILED_UNIFORM(
+            algo_name, parent, token_ids, block_size, num_blocks, first_keys, rest_keys
+        )
+        if accelerated is not None:
+            return accelerated
+    extras = [rest_keys] * num_blocks
+    if extras:
+        extras[0] = first_keys
+    return fast_hash_token_blocks(
+        algo_name, parent, token_ids[: num_blocks * block_size], block_size, extras
+    )
 
 
 def fast_hash_lookahead_blocks(

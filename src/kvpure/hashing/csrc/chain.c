@@ -125,10 +125,9 @@ encode_lookahead_extras(Chain *c, PyObject **items, PyObject *parent)
 
 /* Phase 2: every block's extra keys, each run of the same object encoded once. */
 static int
-encode_extras(Chain *c, PyObject *extras, PyObject *parent, PyObject *token_ids)
+encode_extras(Chain *c, PyObject **items, PyObject *parent, PyObject *token_ids)
 {
     Py_ssize_t n = c->num_blocks;
-    PyObject **items = PySequence_Fast_ITEMS(extras);
     if (n <= SMALL_BLOCKS) {
         c->extra_start = c->small_start;
         c->extra_len = c->small_len;
@@ -227,30 +226,15 @@ algo_code(PyObject *name)
     return -1;
 }
 
-/* hash_blocks(algo, parent, token_ids, block_size, extra_keys) -> list[bytes] | None, `algo`
- * a code or a name */
+/* The digests of `num_blocks` blocks of `token_ids` (a list or tuple) with the extra keys
+ * `extras` (one borrowed object per block): a new list, None (not handled) or NULL. */
 static PyObject *
-hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+hash_chain(int algo, PyObject *parent, PyObject *token_ids, Py_ssize_t block_size,
+           Py_ssize_t num_blocks, PyObject **extras, Py_ssize_t lookahead)
 {
-    if (nargs != 5 && nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 or 6 arguments");
-        return NULL;
-    }
-    Py_ssize_t lookahead = nargs == 6 && PyLong_CheckExact(args[5]) ? PyLong_AsSsize_t(args[5])
-                           : nargs == 6                               ? -1
-                                                                      : 0;
-    PyObject *parent = args[1], *token_ids = args[2], *extras = args[4];
-    int algo = PyLong_CheckExact(args[0]) ? (int)PyLong_AsLong(args[0]) : algo_code(args[0]);
-    Py_ssize_t block_size = PyLong_CheckExact(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
-    if (PyErr_Occurred()) {
-        PyErr_Clear(); /* an out-of-range number: not handled here */
-        Py_RETURN_NONE;
-    }
     if (!accel_enabled || algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || block_size < 1 ||
-        lookahead < 0 ||
-        !PyBytes_CheckExact(parent) ||
-        !(PyList_CheckExact(token_ids) || PyTuple_CheckExact(token_ids)) ||
-        !(PyList_CheckExact(extras) || PyTuple_CheckExact(extras)) || !digest_ready(algo)) {
+        lookahead < 0 || !PyBytes_CheckExact(parent) ||
+        !(PyList_CheckExact(token_ids) || PyTuple_CheckExact(token_ids)) || !digest_ready(algo)) {
         Py_RETURN_NONE;
     }
     Chain c; /* not zeroed whole: the small arrays are written before they are read */
@@ -262,7 +246,7 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     c.cbor = algo_uses_cbor(algo);
     c.digest_size = digest_size(algo);
     c.block_size = block_size;
-    c.num_blocks = PySequence_Fast_GET_SIZE(extras);
+    c.num_blocks = num_blocks;
     c.lookahead = lookahead;
     if (c.num_blocks > 0 &&
         (block_size > (PySequence_Fast_GET_SIZE(token_ids) - lookahead) / c.num_blocks ||
@@ -272,9 +256,32 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL;
     unsigned char small_payload[SMALL_PAYLOAD];
     unsigned char *payload = NULL;
-    int status = read_tokens(&c, token_ids);
-    if (status == OK) {
+    int status;
+    if (lookahead == 0) { /* the extra keys first: the laid-out chain needs no token array */
         status = encode_extras(&c, extras, parent, token_ids);
+        if (status == OK) {
+            Prelaid laid = {.algo = algo,
+                            .cbor = c.cbor,
+                            .block_size = block_size,
+                            .num_blocks = c.num_blocks,
+                            .extras = c.extras.data,
+                            .extra_start = c.extra_start,
+                            .extra_len = c.extra_len};
+            status = prelaid_chain(&laid, parent, token_ids, &result);
+            if (status == UNSUPPORTED) { /* a token it does not handle: the general path */
+                status = read_tokens(&c, token_ids);
+            }
+            else {
+                chain_free(&c);
+                return status == OK ? result : NULL;
+            }
+        }
+    }
+    else {
+        status = read_tokens(&c, token_ids);
+        if (status == OK) {
+            status = encode_extras(&c, extras, parent, token_ids);
+        }
     }
     if (status == OK) {
         size_t longest = payload_bound((size_t)PyBytes_GET_SIZE(parent), block_size, c.max_extra);
@@ -301,93 +308,75 @@ hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-/* first_bad_token(token_ids, low, high) -> int: the index of the first item of a list or tuple
- * that is not an int (a bool is not one) or lies outside [low, high] (`high` None: no upper
- * bound), else -1. It runs whether or not the accelerator is switched on: it is a check, and
- * kvpure's Python fallback (accelerator.first_bad_token) gives the same answer. Reading an
- * int calls no Python code, so the items stay borrowed safely; the sequence is held. */
-static PyObject *
-first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* An algorithm code and a size from `algo` (a code or a name) and `size`; 0, or -1 where
+ * either is out of range (nothing raised). */
+static int
+read_algo_and_size(PyObject *algo_arg, PyObject *size_arg, int *algo, Py_ssize_t *size)
 {
-    if (nargs != 3 || !(PyList_CheckExact(args[0]) || PyTuple_CheckExact(args[0])) ||
-        !PyLong_CheckExact(args[1]) || !(args[2] == Py_None || PyLong_CheckExact(args[2]))) {
-        PyErr_SetString(PyExc_TypeError, "first_bad_token(list | tuple, int, int | None)");
-        return NULL;
-    }
-    long long low = PyLong_AsLongLong(args[1]);
-    int bounded = args[2] != Py_None;
-    long long high = bounded ? PyLong_AsLongLong(args[2]) : 0;
+    *algo = PyLong_CheckExact(algo_arg) ? (int)PyLong_AsLong(algo_arg) : algo_code(algo_arg);
+    *size = PyLong_CheckExact(size_arg) ? PyLong_AsSsize_t(size_arg) : -1;
     if (PyErr_Occurred()) {
-        return NULL;
+        PyErr_Clear(); /* an out-of-range number: not handled here */
+        return -1;
     }
-    PyObject *seq = Py_NewRef(args[0]);
-    Py_ssize_t bad = -1;
-#if PY_VERSION_HEX < 0x030C0000
-    /* CPython 3.11: an exact int of ob_size 0 or 1 is in [0, 2**30) */
-    int small_ok = low <= 0 && (!bounded || high >= (1LL << 30) - 1);
-#else
-    int small_ok = 0;
-#endif
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *item = PySequence_Fast_ITEMS(seq)[i];
-#if PY_VERSION_HEX < 0x030C0000
-        if (small_ok && PyLong_CheckExact(item) && (size_t)Py_SIZE(item) <= 1) {
-            continue;
-        }
-#endif
-        if (!PyLong_CheckExact(item) && (!PyLong_Check(item) || PyBool_Check(item))) {
-            bad = i;
-            break;
-        }
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return NULL;
-        }
-        if (overflow < 0 || (overflow == 0 && v < low) ||
-            (bounded && (overflow > 0 || (overflow == 0 && v > high)))) {
-            bad = i;
-            break;
-        }
-    }
-    Py_DECREF(seq);
-    return PyLong_FromSsize_t(bad);
+    return 0;
 }
 
-/* floor_digests(algo, payloads) -> bytes: the digest of every payload (a list of bytes) in a
- * C loop, returning the last one: the hashing floor that bench/bench_hash_vllm034.py sets
- * kvpure's time against (the same SHA-256 / XXH3-128 calls as the chain, nothing else). */
+/* hash_blocks(algo, parent, token_ids, block_size, extra_keys[, lookahead]) -> list[bytes] |
+ * None, `algo` a code or a name, `extra_keys` a list or tuple (one per block) */
 static PyObject *
-floor_digests(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+hash_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "floor_digests(algo, payloads: list[bytes])");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "hash_blocks takes 5 or 6 arguments");
         return NULL;
     }
-    int algo = (int)PyLong_AsLong(args[0]);
-    if (algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || !digest_ready(algo)) {
-        PyErr_SetString(PyExc_ValueError, "floor_digests: unknown or unready algorithm");
+    Py_ssize_t lookahead = nargs == 6 && PyLong_CheckExact(args[5]) ? PyLong_AsSsize_t(args[5])
+                           : nargs == 6                               ? -1
+                                                                      : 0;
+    int algo;
+    Py_ssize_t block_size;
+    if (read_algo_and_size(args[0], args[3], &algo, &block_size) != 0 ||
+        !(PyList_CheckExact(args[4]) || PyTuple_CheckExact(args[4]))) {
+        Py_RETURN_NONE;
+    }
+    PyObject *extras = args[4];
+    return hash_chain(algo, args[1], args[2], block_size, PySequence_Fast_GET_SIZE(extras),
+                      PySequence_Fast_ITEMS(extras), lookahead);
+}
+
+/* hash_uniform_blocks(algo, parent, token_ids, block_size, num_blocks, first_keys, rest_keys)
+ * -> list[bytes] | None: hash_blocks with block 0's extra keys `first_keys` and every other
+ * block's `rest_keys`, without a list of them; token_ids may run past the last block. */
+static PyObject *
+hash_uniform_blocks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "hash_uniform_blocks takes 7 arguments");
         return NULL;
     }
-    PyObject *payloads = Py_NewRef(args[1]);
-    Py_ssize_t n = PyList_GET_SIZE(payloads);
-    unsigned char md[32] = {0};
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(payloads, i);
-        if (!PyBytes_CheckExact(item)) {
-            Py_DECREF(payloads);
-            PyErr_SetString(PyExc_TypeError, "floor_digests: payloads are bytes");
-            return NULL;
-        }
-        if (block_digest(algo, (const unsigned char *)PyBytes_AS_STRING(item),
-                         (size_t)PyBytes_GET_SIZE(item), md) != OK) {
-            Py_DECREF(payloads);
-            return NULL;
-        }
+    int algo;
+    Py_ssize_t block_size;
+    Py_ssize_t num_blocks = PyLong_CheckExact(args[4]) ? PyLong_AsSsize_t(args[4]) : -1;
+    if (read_algo_and_size(args[0], args[3], &algo, &block_size) != 0 || num_blocks < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
     }
-    Py_DECREF(payloads);
-    return PyBytes_FromStringAndSize((const char *)md, (Py_ssize_t)digest_size(algo));
+    PyObject *small[SMALL_BLOCKS];
+    PyObject **extras = num_blocks <= SMALL_BLOCKS
+                            ? small
+                            : PyMem_Malloc(sizeof(PyObject *) * (size_t)num_blocks);
+    if (extras == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < num_blocks; i++) {
+        extras[i] = i == 0 ? args[5] : args[6]; /* borrowed: the arguments outlive the call */
+    }
+    PyObject *result = hash_chain(algo, args[1], args[2], block_size, num_blocks, extras, 0);
+    if (extras != small) {
+        PyMem_Free(extras);
+    }
+    return result;
 }
 
 /* set_enabled(enabled) -> bool: the switch every entry point reads. */
@@ -407,6 +396,9 @@ static PyMethodDef chain_methods[] = {
      "hash_blocks(algo (code or name), parent, token_ids, block_size, extra_keys[, lookahead]) "
      "-> list[bytes] | None; with lookahead L, extra_keys are each block's E and token_ids "
      "holds L more tokens"},
+    {"hash_uniform_blocks", (PyCFunction)(void (*)(void))hash_uniform_blocks, METH_FASTCALL,
+     "hash_uniform_blocks(algo, parent, token_ids, block_size, num_blocks, first_keys, "
+     "rest_keys) -> list[bytes] | None: block 0 with first_keys, the others with rest_keys"},
     {"one_block_hasher", (PyCFunction)(void (*)(void))one_block_hasher, METH_FASTCALL,
      "one_block_hasher(algo, block_size, extra_keys, fallback) -> BlockHasher | None"},
     {"install_decode_append", (PyCFunction)(void (*)(void))install_decode_append, METH_FASTCALL,
@@ -417,6 +409,12 @@ static PyMethodDef chain_methods[] = {
     {"first_bad_token", (PyCFunction)(void (*)(void))first_bad_token, METH_FASTCALL,
      "first_bad_token(token_ids, low, high) -> index of the first non-int or out-of-range "
      "item, or -1"},
+    {"set_token_items", set_token_items, METH_O,
+     "set_token_items(name | None) -> the token encoder now in use ('scalar', 'avx2', 'vbmi2')"},
+    {"token_items_versions", token_items_versions, METH_NOARGS,
+     "token_items_versions() -> the token encoders this CPU runs"},
+    {"set_sha_ni", set_sha_ni, METH_O, "set_sha_ni(enabled) -> the SHA-256 route now in use"},
+    {"sha_route", sha_route, METH_NOARGS, "sha_route() -> 'sha-ni' | 'openssl'"},
     {"init_xxhash", init_xxhash, METH_O, "init_xxhash(xxh3_128_digest) -> 'native' | 'python'"},
     {"set_native_xxhash", set_native_xxhash, METH_O,
      "set_native_xxhash(enabled) -> the XXH3 route now in use"},
@@ -438,6 +436,7 @@ PyInit__chain(void)
     if (digest_init() != OK) {
         return NULL;
     }
+    token_items_init();
     PyObject *module = PyModule_Create(&chain_module);
     if (module != NULL && decode_add_types(module) != OK) {
         Py_DECREF(module);

@@ -1,11 +1,16 @@
 /*
  * kvpure.hashing._chain: vLLM's block-hash chain in C (kvpure's optional accelerator).
  *
- * The extension is built from five compilation units sharing this header:
+ * The extension is built from eight compilation units sharing this header:
  *
  *   encode.c  canonical CBOR and pickle protocol 5 of the payload (parent, tokens, extra keys)
- *   digest.c  SHA-256 (OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash package)
+ *   digest.c  SHA-256 (SHA-NI or OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash
+ *             package); floor_digests, the benchmarks' hashing floor
  *   chain.c   hash_blocks(): every block of a prompt; the module itself and its switch
+ *   prelaid.c the common prompt's chain, every payload laid out before hashing
+ *   token_items.c  token ids as CBOR / pickle items in bulk (scalar, AVX2, AVX-512); the
+ *             token-id scan first_bad_token
+ *   sha_ni.c  SHA-256 with the x86 SHA extensions, no copies
  *   block_hasher.c  BlockHasher: one block, its extra keys encoded once (decoding)
  *   decode.c  the C body of RequestBlockHashes.append_output_token_ids
  *
@@ -91,10 +96,62 @@ payload_bound(size_t parent_len, Py_ssize_t block_size, size_t extra_len)
     return (parent_len > 32 ? parent_len : 32) + 10 * (size_t)block_size + extra_len + 32;
 }
 
+/* ---------------------------------------------------------------- laid-out chain (prelaid.c) */
+
+typedef struct {
+    int algo;
+    int cbor;
+    Py_ssize_t block_size;
+    Py_ssize_t num_blocks;
+    const unsigned char *extras; /* every block's encoded extra keys (chain.c's phase 2) */
+    const size_t *extra_start;
+    const size_t *extra_len;
+    size_t first_slot; /* filled in by prelaid_chain */
+    size_t slot;
+} Prelaid;
+
+/* Every block's digest into *result (a new list) where all token ids are exact ints in
+ * [0, 2**30): OK; UNSUPPORTED for any other token (nothing set); FAILED with an exception. */
+int prelaid_chain(const Prelaid *p, PyObject *parent, PyObject *token_ids, PyObject **result);
+
+/* ---------------------------------------------------------------- token items (token_items.c) */
+
+/* `n` token ids (each below 2**30) as CBOR items (`cbor`) or pickle ints, back to back at
+ * `out`, which has 5 * n + 64 bytes writable; returns the end of the items. */
+unsigned char *encode_token_items(int cbor, const uint32_t *values, Py_ssize_t n,
+                                  unsigned char *out);
+void token_items_init(void);
+PyObject *set_token_items(PyObject *self, PyObject *name);
+PyObject *first_bad_token(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *token_items_versions(PyObject *self, PyObject *unused);
+
 /* ---------------------------------------------------------------- digests (digest.c) */
 
 /* The digest of `data` into `md` (32 or 16 bytes): OK, or FAILED with an exception set. */
 int block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md);
+/* The same, `data` readable 16 bytes past `len` (no copy for SHA-NI). */
+int block_digest_padded(int algo, const unsigned char *data, size_t len, unsigned char *md);
+PyObject *set_sha_ni(PyObject *self, PyObject *flag);
+PyObject *floor_digests(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *sha_route(PyObject *self, PyObject *unused);
+/* sha_ni.c: SHA-256 with the SHA extensions (`data` readable 16 bytes past `len`) */
+void sha256_ni(const unsigned char *data, size_t len, unsigned char *md);
+int sha_ni_supported(void);
+/* Blocks first..count-1 of a laid-out chain with 32-byte parents through SHA-NI (prelaid.c). */
+int sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
+                    Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
+                    PyObject *result);
+/* Whether SHA-256 runs through sha_ni.c now. */
+int sha_ni_in_use(void);
+typedef struct {
+    uint64_t low64;
+    uint64_t high64;
+} Xxh128; /* the layout of libxxhash's XXH128_hash_t (its public ABI) */
+
+typedef Xxh128 (*Xxh3_128_fn)(const void *data, size_t len);
+
+/* libxxhash's XXH3_128bits where loaded, checked and switched on; else NULL. */
+Xxh3_128_fn native_xxh3_fn(void);
 /* Whether `algo` can run (XXH3 needs init_xxhash first). */
 int digest_ready(int algo);
 int digest_init(void);

@@ -1,6 +1,7 @@
 /* kvpure.hashing._chain: the two digests.
  *
- * SHA-256 is OpenSSL's SHA256_Init/Update/Final (measured on OpenSSL 3.0: 127 ns for a 90-byte
+ * SHA-256 is sha_ni.c's where the CPU has the SHA extensions (checked against OpenSSL at
+ * import), else OpenSSL's SHA256_Init/Update/Final (measured on OpenSSL 3.0: 127 ns for a 90-byte
  * payload, against 800 ns for its one-shot SHA256(), which fetches the algorithm per call, and
  * 214 ns through EVP with a fetched digest); where a build of OpenSSL lacks the deprecated
  * low-level calls, EVP with the digest fetched once. XXH3-128 is taken from the shared library
@@ -21,8 +22,27 @@
 static EVP_MD *sha256_md = NULL; /* fetched at import */
 #endif
 
+static int use_sha_ni = 0;    /* sha_ni.c's, where the CPU has it and it agrees with OpenSSL */
+static int sha_ni_checked = 0; /* the same, kept while switched off */
+
+#define SHA_NI_STACK 512 /* a message up to this long is copied to a buffer with slack */
+
+static int sha256_openssl(const unsigned char *data, size_t len, unsigned char *md);
+
 static int
 sha256_digest(const unsigned char *data, size_t len, unsigned char *md)
+{
+    if (use_sha_ni && len <= SHA_NI_STACK) {
+        unsigned char padded[SHA_NI_STACK + 16];
+        memcpy(padded, data, len);
+        sha256_ni(padded, len, md);
+        return OK;
+    }
+    return sha256_openssl(data, len, md);
+}
+
+static int
+sha256_openssl(const unsigned char *data, size_t len, unsigned char *md)
 {
 #ifndef OPENSSL_NO_DEPRECATED_3_0
     SHA256_CTX ctx;
@@ -41,13 +61,6 @@ sha256_digest(const unsigned char *data, size_t len, unsigned char *md)
 
 /* ---------------------------------------------------------------- XXH3-128 */
 
-typedef struct {
-    uint64_t low64;
-    uint64_t high64;
-} Xxh128; /* the layout of libxxhash's XXH128_hash_t (its public ABI) */
-
-typedef Xxh128 (*Xxh3_128_fn)(const void *data, size_t len);
-
 static Xxh3_128_fn native_xxh3 = NULL; /* libxxhash.so.0's XXH3_128bits, once checked */
 static Xxh3_128_fn loaded_xxh3 = NULL; /* the same, kept while native use is switched off */
 static PyObject *python_xxh3 = NULL;   /* xxhash.xxh3_128_digest */
@@ -56,10 +69,9 @@ static void
 xxh3_native_digest(Xxh3_128_fn fn, const unsigned char *data, size_t len, unsigned char *md)
 {
     Xxh128 h = fn(data, len);
-    for (int i = 0; i < 8; i++) { /* canonical form: high half, then low, big-endian */
-        md[i] = (unsigned char)(h.high64 >> (56 - 8 * i));
-        md[8 + i] = (unsigned char)(h.low64 >> (56 - 8 * i));
-    }
+    uint64_t high = __builtin_bswap64(h.high64), low = __builtin_bswap64(h.low64);
+    memcpy(md, &high, 8); /* canonical form: high half, then low, big-endian */
+    memcpy(md + 8, &low, 8);
 }
 
 /* The 16-byte digest through the Python function; FAILED with an exception set. */
@@ -168,6 +180,72 @@ digest_ready(int algo)
     return algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR || python_xxh3 != NULL;
 }
 
+Xxh3_128_fn
+native_xxh3_fn(void)
+{
+    return native_xxh3;
+}
+
+int
+block_digest_padded(int algo, const unsigned char *data, size_t len, unsigned char *md)
+{
+    if (use_sha_ni && (algo == ALGO_SHA256 || algo == ALGO_SHA256_CBOR)) {
+        sha256_ni(data, len, md);
+        return OK;
+    }
+    return block_digest(algo, data, len, md);
+}
+
+/* Whether sha256_ni agrees with OpenSSL on every length from 0 to 300: 1, 0, or FAILED. */
+static int
+sha_ni_agrees(void)
+{
+    unsigned char data[300 + 16], expected[32], got[32];
+    for (size_t i = 0; i < sizeof(data); i++) {
+        data[i] = (unsigned char)(i * 167 + 13);
+    }
+    for (size_t len = 0; len <= 300; len++) {
+        if (sha256_openssl(data, len, expected) != OK) {
+            return FAILED;
+        }
+        sha256_ni(data, len, got);
+        if (memcmp(expected, got, 32) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int
+sha_ni_in_use(void)
+{
+    return use_sha_ni;
+}
+
+static PyObject *
+sha_route_name(void)
+{
+    return PyUnicode_FromString(use_sha_ni ? "sha-ni" : "openssl");
+}
+
+/* set_sha_ni(enabled) -> the SHA-256 route now in use ("sha-ni" only where checked). */
+PyObject *
+set_sha_ni(PyObject *self, PyObject *flag)
+{
+    int enabled = PyObject_IsTrue(flag);
+    if (enabled < 0) {
+        return NULL;
+    }
+    use_sha_ni = enabled && sha_ni_checked;
+    return sha_route_name();
+}
+
+PyObject *
+sha_route(PyObject *self, PyObject *unused)
+{
+    return sha_route_name();
+}
+
 int
 block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md)
 {
@@ -185,6 +263,13 @@ block_digest(int algo, const unsigned char *data, size_t len, unsigned char *md)
 int
 digest_init(void)
 {
+    if (sha_ni_supported()) {
+        int agrees = sha_ni_agrees();
+        if (agrees == FAILED) {
+            return FAILED;
+        }
+        use_sha_ni = sha_ni_checked = agrees;
+    }
 #ifdef OPENSSL_NO_DEPRECATED_3_0
     if (sha256_md == NULL && (sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL)) == NULL) {
         PyErr_SetString(PyExc_ImportError, "OpenSSL has no SHA-256");
@@ -192,4 +277,39 @@ digest_init(void)
     }
 #endif
     return OK;
+}
+
+/* floor_digests(algo, payloads) -> bytes: the digest of every payload (a list of bytes) in a
+ * C loop, returning the last one: the hashing floor that bench/bench_hash_vllm034.py sets
+ * kvpure's time against (the same SHA-256 / XXH3-128 calls as the chain, nothing else). */
+PyObject *
+floor_digests(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyLong_CheckExact(args[0]) || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "floor_digests(algo, payloads: list[bytes])");
+        return NULL;
+    }
+    int algo = (int)PyLong_AsLong(args[0]);
+    if (algo < ALGO_SHA256 || algo > ALGO_XXHASH_CBOR || !digest_ready(algo)) {
+        PyErr_SetString(PyExc_ValueError, "floor_digests: unknown or unready algorithm");
+        return NULL;
+    }
+    PyObject *payloads = Py_NewRef(args[1]);
+    Py_ssize_t n = PyList_GET_SIZE(payloads);
+    unsigned char md[32] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(payloads, i);
+        if (!PyBytes_CheckExact(item)) {
+            Py_DECREF(payloads);
+            PyErr_SetString(PyExc_TypeError, "floor_digests: payloads are bytes");
+            return NULL;
+        }
+        if (block_digest(algo, (const unsigned char *)PyBytes_AS_STRING(item),
+                         (size_t)PyBytes_GET_SIZE(item), md) != OK) {
+            Py_DECREF(payloads);
+            return NULL;
+        }
+    }
+    Py_DECREF(payloads);
+    return PyBytes_FromStringAndSize((const char *)md, (Py_ssize_t)digest_size(algo));
 }
