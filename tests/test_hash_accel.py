@@ -131,16 +131,21 @@ def test_token_item_versions() -> None:
 def test_uniform_blocks_match_the_list_form() -> None:
     # hash_prompt's entry for prompts without multimodal items: block 0's keys, then one
     # object for every later block; the token ids may run past the last block
-    uniform = accelerator.compiled_hash_uniform_blocks()
-    assert uniform is not None
-    tokens = list(range(70_000, 70_000 + 16 * 5 + 7))
-    for algo in ALGORITHMS:
-        for first, rest in ((None, None), (("lora", "salt"), ("lora",)), (("salt",), None)):
-            extras = [first] + [rest] * 4
-            got = uniform(algo, b"\x02" * 32, tokens, 16, 5, first, rest)
-            assert got == reference(algo, b"\x02" * 32, tokens, 16, extras)
-        assert uniform(algo, b"\x02" * 32, tokens, 16, 0, None, None) == []
-        assert uniform(algo, b"\x02" * 32, tokens, 16, 6, None, None) is None  # too few
+    was_on = accelerator.accelerated()
+    accelerator.set_enabled(True)  # make unit's rerun switched the extension off
+    try:
+        uniform = accelerator.compiled_hash_uniform_blocks()
+        assert uniform is not None
+        tokens = list(range(70_000, 70_000 + 16 * 5 + 7))
+        for algo in ALGORITHMS:
+            for first, rest in ((None, None), (("lora", "salt"), ("lora",)), (("salt",), None)):
+                extras = [first] + [rest] * 4
+                got = uniform(algo, b"\x02" * 32, tokens, 16, 5, first, rest)
+                assert got == reference(algo, b"\x02" * 32, tokens, 16, extras)
+            assert uniform(algo, b"\x02" * 32, tokens, 16, 0, None, None) == []
+            assert uniform(algo, b"\x02" * 32, tokens, 16, 6, None, None) is None  # too few
+    finally:
+        accelerator.set_enabled(was_on)
 
 
 def test_sha_routes_agree() -> None:
