@@ -11,6 +11,8 @@ logs (tests/data/memory_logs).
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,11 @@ from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.estimate import (
     COEFFICIENTS,
     NCCL_UNLOGGED_BAND_GIB,
+    NCCL_WITHOUT_NVLS_GIB,
     non_torch_band_gib,
     non_torch_gib,
 )
+from kvpure.memory_profile.profile_logs import load_profile_logs
 from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.models.config import parse_model_config
@@ -125,10 +129,13 @@ def test_the_fused_all_reduce_follows_each_releases_rule(
     assert rules.fuses_all_reduce(tp=tp, pp=pp, capability=capability) is fused
     got = non_torch_gib(COEFFICIENTS, tp=tp, pp=pp, rules=rules, capability=capability)
     if tp > 1:
+        hopper_or_blackwell = capability == (9, 0) or capability[0] == 10
         expected = (
             COEFFICIENTS.non_torch_tensor_parallel
             if fused
             else COEFFICIENTS.non_torch_tensor_parallel_nccl_only
+            if hopper_or_blackwell
+            else NCCL_WITHOUT_NVLS_GIB
         )
         assert got == expected
 
@@ -155,8 +162,30 @@ def test_the_cli_charges_nccl_alone_off_hopper(capsys: pytest.CaptureFixture[str
 
     assert non_torch("H100-80GB") == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
     assert non_torch("H200") == round(COEFFICIENTS.non_torch_tensor_parallel * GIB)
-    assert non_torch("A100-80GB") == round(COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB)
-    assert non_torch("L40S") == round(COEFFICIENTS.non_torch_tensor_parallel_nccl_only * GIB)
+    # Off Hopper NCCL sets up no NVLS buffers: 0.30 GiB (vLLM 0.10.1 A100 TP 2 logs).
+    assert non_torch("A100-80GB") == round(NCCL_WITHOUT_NVLS_GIB * GIB)
+    assert non_torch("L40S") == round(NCCL_WITHOUT_NVLS_GIB * GIB)
+
+
+def test_a100_tp2_logs_set_the_off_hopper_nccl_figure() -> None:
+    # requested - weights - KV of the two A100 TP 2 logs (0.67 GiB) less their TP 1
+    # twins' (0.54-0.55 GiB, non-torch 0.13 there) leaves 0.25-0.30 GiB for NCCL.
+    logs = {
+        log.name: log
+        for log in load_profile_logs(ROOT / "tests" / "data" / "memory_logs")
+        if log.model == "Qwen/Qwen2-7B-Instruct" and log.total_gpu_memory_gib > 70
+    }
+    rest = {}
+    for name, log in logs.items():
+        requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
+        assert log.weights_gib is not None
+        assert log.kv_cache_gib is not None
+        rest[name] = requested - log.weights_gib - log.kv_cache_gib
+    tp2 = [v for k, v in rest.items() if "tp2" in k]
+    tp1 = [v for k, v in rest.items() if "tp2" not in k]
+    assert len(tp2) == len(tp1) == 2
+    increase = statistics.mean(tp2) - statistics.mean(tp1) + 0.13
+    assert abs(increase - NCCL_WITHOUT_NVLS_GIB) <= 0.06
 
 
 def test_serve_settings_take_the_gpu_capability() -> None:

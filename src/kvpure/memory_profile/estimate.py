@@ -66,6 +66,7 @@ __all__ = [
     "moe_workspace_gib",
     "HOPPER",
     "NCCL_UNLOGGED_BAND_GIB",
+    "NCCL_WITHOUT_NVLS_GIB",
     "non_torch_band_gib",
     "non_torch_class",
     "non_torch_gib",
@@ -135,6 +136,7 @@ def activation_gib(
     rules: MemoryProfileRules,
     dtype_bytes: int = 2,
     quantization: str = "none",
+    flashinfer_sampler: bool = False,
 ) -> float:
     """The estimated ``torch peak memory increase`` of vLLM's profiling run.
 
@@ -143,8 +145,13 @@ def activation_gib(
     ``quantization``: the checkpoint's layout; MXFP4 experts run their own
     fused kernel, which keeps no bf16 fused-MoE caches (gpt-oss logs its
     sampler's peak alone: 7.38 GiB on vLLM 0.11, 2.87 at TP 2 on 0.19).
+    ``flashinfer_sampler``: top-k/top-p ran in FlashInfer's kernel ("Using
+    FlashInfer for top-p & top-k sampling." in the log), which keeps none of
+    the PyTorch sort's float32 copies: the larger peak of releases before 0.17
+    does not apply, the later sampler's factor does.
     """
-    factor = coef.logits_factor_before_0_17 if rules.large_sampler_peak else coef.logits_factor
+    large = rules.large_sampler_peak and not flashinfer_sampler
+    factor = coef.logits_factor_before_0_17 if large else coef.logits_factor
     sampler = coef.activation_base
     if last_stage:
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
@@ -204,13 +211,16 @@ def non_torch_gib(
     ``capability``: the GPU's compute capability (the fused all-reduce runs on
     9.0 and 10.x only).
     """
+    key = non_torch_class(tp, pp, rules, capability)
+    if key == "nccl" and capability != HOPPER and capability[0] != 10:
+        return NCCL_WITHOUT_NVLS_GIB
     return {
         "fused": coef.non_torch_tensor_parallel,
         "nccl": coef.non_torch_tensor_parallel_nccl_only,
         "pp": coef.non_torch_pipeline,
         "single": coef.non_torch_single,
         "single_old": coef.non_torch_single_before_0_18,
-    }[non_torch_class(tp, pp, rules, capability)]
+    }[key]
 
 
 def non_torch_band_gib(
@@ -231,6 +241,12 @@ def non_torch_band_gib(
 
 
 NCCL_UNLOGGED_BAND_GIB: Final = 0.15
+NCCL_WITHOUT_NVLS_GIB: Final = 0.30
+"""TP > 1 without the fused all-reduce off Hopper and Blackwell (A100, L40S, RTX):
+NCCL's state without the NVLink SHARP (NVLS) buffers it sets up on Hopper's
+NVSwitch. Set from two vLLM 0.10.1 A100 80GB TP 2 logs (requested - weights -
+KV = 0.67 GiB against 0.55 at TP 1; tests/data/memory_logs/qwen2_7b_a100_v0_10_tp2_*),
+against 0.55 GiB on H100 (vLLM 0.11 logs)."""
 
 
 def _band(residuals: Iterable[float]) -> float:
@@ -276,7 +292,8 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                     log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
                 ),
                 last_stage=log.pipeline_parallel_size == 1,
-                new_sampler=not memory_profile_rules(log.vllm_version).large_sampler_peak,
+                new_sampler=log.flashinfer_sampler
+                or not memory_profile_rules(log.vllm_version).large_sampler_peak,
                 activation=log.activation_gib,
             )
         )

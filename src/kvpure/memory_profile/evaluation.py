@@ -98,6 +98,7 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             rules=rules,
             dtype_bytes=log.dtype_bytes,
             quantization=log.quantization,
+            flashinfer_sampler=log.flashinfer_sampler,
         )
         subtract = rules.cuda_graph_subtracted and not log.enforce_eager
         graph = cuda_graph_gib(coef, log.shape, pp=pp) if subtract else 0.0
