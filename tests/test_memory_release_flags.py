@@ -230,3 +230,22 @@ def test_mxfp4_experts_keep_no_fused_moe_caches() -> None:
     assert abs(peak("mxfp4") - 7.38) <= COEFFICIENTS.activation_band
     caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
     assert peak("none") - peak("mxfp4") == pytest.approx(caches)
+
+
+def test_flashinfer_sampling_drops_the_larger_sampler_peak(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # vLLM 0.10.1.1 on one A100 80GB, Qwen2-7B-Instruct at utilization 0.5, whose log says
+    # "Using FlashInfer for top-p & top-k sampling." and "Available KV cache memory:
+    # 24.83 GiB" (dennislee22/vLLM-benchmarking, log/vllm-7B-1gpuA10080GB-0.5GRAM.log).
+    qwen2 = ROOT / "tests" / "data" / "model_configs" / "qwen2_7b.json"
+    argv = ["--gpu", "A100-80GB", "--vllm", "0.10.1", "--gpu-memory-utilization", "0.5"]
+
+    def kv_range(*extra: str) -> tuple[float, float]:
+        assert main(["plan", str(qwen2), *argv, *extra, "--json"]) == 0
+        memory = json.loads(capsys.readouterr().out)["memory"][0]
+        return memory["kv_cache_bytes_low"] / GIB, memory["kv_cache_bytes_high"] / GIB
+
+    low, high = kv_range("--flashinfer-sampler")
+    assert low <= 24.83 <= high
+    assert kv_range()[1] < 24.83  # the PyTorch sort's float32 copies, charged by default

@@ -69,6 +69,9 @@ class ServeSettings:
     vllm_version: str = DEFAULT_VLLM_VERSION
     enforce_eager: bool = False
     rocm: bool = False
+    flashinfer_sampler: bool = False
+    """Top-k/top-p ran in FlashInfer ("Using FlashInfer for top-p & top-k sampling."
+    in the log: vLLM 0.10-0.13 with FlashInfer installed): no larger sampler peak."""
     gpu_capability: tuple[int, int] = (9, 0)
     """The GPU's compute capability (the H100's 9.0 by default): with TP > 1 the
     fused all-reduce workspace is charged on 9.0 and 10.x only."""
@@ -84,7 +87,7 @@ class ServeSettings:
             raise InvalidFieldError(
                 field="gpu_memory_utilization", value=util, reason="must be in (0, 1]"
             )
-        for name in ("enforce_eager", "rocm"):
+        for name in ("enforce_eager", "rocm", "flashinfer_sampler"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidFieldError(
                     field=name, value=getattr(self, name), reason="must be true or false"
@@ -293,6 +296,7 @@ def estimate_memory_budget(
                 rules=rules,
                 dtype_bytes=served_dtype_bytes(config, settings.dtype),
                 quantization=layout,
+                flashinfer_sampler=settings.flashinfer_sampler,
             ),
             coefficients.activation_band,
         )
