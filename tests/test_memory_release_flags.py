@@ -32,6 +32,7 @@ from kvpure.memory_profile.estimate import (
 from kvpure.memory_profile.profile_logs import load_profile_logs
 from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules
 from kvpure.memory_profile.sharding import Parallelism
+from kvpure.memory_profile.unmodelled import UnmodelledMemoryError
 from kvpure.models.config import parse_model_config
 
 GIB = 1 << 30
@@ -249,3 +250,31 @@ def test_flashinfer_sampling_drops_the_larger_sampler_peak(
     low, high = kv_range("--flashinfer-sampler")
     assert low <= 24.83 <= high
     assert kv_range()[1] < 24.83  # the PyTorch sort's float32 copies, charged by default
+
+
+@pytest.mark.parametrize(
+    ("config", "layers"),
+    [
+        ("qwen3_5_4b.json", "gated delta net"),
+        ("qwen3_next_80b_a3b.json", "gated delta net"),
+        ("kimi_linear_48b_a3b.json", "KDA"),
+    ],
+)
+def test_linear_attention_hybrids_are_refused_in_one_line(
+    config: str, layers: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Their memory profile is not modelled (checkpoint_tensors lays gated-delta-net
+    # layers out as attention, and their profiling peak was never fitted); the KV plan
+    # with --kv-cache-memory stays available.
+    path = str(ROOT / "tests" / "data" / "model_configs" / config)
+    assert main(["plan", path, "--gpu", "L40S"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"its {layers} layers" in err
+    assert "--kv-cache-memory" in err
+    with pytest.raises(UnmodelledMemoryError):
+        estimate_memory_budget(
+            parse_model_config(json.loads(Path(path).read_text())),
+            ServeSettings(total_gpu_bytes=48 * GIB),
+        )
+    assert main(["plan", path, "--gpu", "L40S", "--kv-cache-memory", "10GiB"]) == 0

@@ -32,6 +32,7 @@ from kvpure.memory_profile.releases import MemoryProfileRules, memory_profile_ru
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.terms import MemoryTerm
+from kvpure.memory_profile.unmodelled import refuse_unmodelled_memory
 from kvpure.memory_profile.weights import (
     checkpoint_quantization,
     served_dtype_bytes,
@@ -251,6 +252,7 @@ def estimate_memory_budget(
     The formula is that of ``settings.vllm_version``'s release
     (:mod:`kvpure.memory_profile.releases`).
     """
+    refuse_unmodelled_memory(config)
     rules = settings.rules
     utilization = settings.resolved_gpu_memory_utilization
     weights = worker_weights(
