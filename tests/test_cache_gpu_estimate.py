@@ -74,7 +74,9 @@ def test_the_band_is_plans_and_each_end_is_replayed(
 
 
 def test_the_band_shows_eviction_at_the_low_end(capsys: pytest.CaptureFixture[str]) -> None:
-    flags = [*FLAGS, "--gpu-memory-utilization", "0.86"]
+    # 0.85: with the L4's recorded torch total (22.05 GiB) the band is narrower than
+    # with the driver fallback, and the low end evicts from here down.
+    flags = [*FLAGS, "--gpu-memory-utilization", "0.85"]
     data = _json(capsys, "cache", WORKLOAD, "--model", LLAMA, *flags)
     low, high = data["hit_rate_band"]
     assert low < data["actual"]["hit_rate"] <= high  # the workload evicts at the low end
