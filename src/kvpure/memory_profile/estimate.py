@@ -157,7 +157,10 @@ def activation_gib(
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
     width = dtype_bytes / 2
     ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
-    forward = (coef.ffn_base + coef.ffn_factor * ffn) * width
+    # c0 is what the forward pass holds beside the MLP output: per token, so it scales
+    # with the batch (fitted at 8192 tokens, the H100 default of the bundled logs).
+    tokens = max_num_batched_tokens / FIT_TOKENS
+    forward = (coef.ffn_base * tokens + coef.ffn_factor * ffn) * width
     moe = 0.0
     if quantization != "mxfp4":
         moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
@@ -241,6 +244,8 @@ def non_torch_band_gib(
 
 
 NCCL_UNLOGGED_BAND_GIB: Final = 0.15
+FIT_TOKENS: Final = 8192
+"""The batch (``max_num_batched_tokens``) at which ``ffn_base`` holds; it scales per token."""
 NCCL_WITHOUT_NVLS_GIB: Final = 0.30
 """TP > 1 without the fused all-reduce off Hopper and Blackwell (A100, L40S, RTX):
 NCCL's state without the NVLink SHARP (NVLS) buffers it sets up on Hopper's
@@ -271,6 +276,7 @@ class _Row:
     last_stage: bool
     new_sampler: bool
     activation: float
+    tokens: float = 1.0
 
 
 def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
@@ -295,6 +301,7 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                 new_sampler=log.flashinfer_sampler
                 or not memory_profile_rules(log.vllm_version).large_sampler_peak,
                 activation=log.activation_gib,
+                tokens=log.max_num_batched_tokens / FIT_TOKENS,
             )
         )
     return rows
@@ -308,7 +315,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
         sampler_rows = [
             (r.logits if r.last_stage else 0.0, r.activation)
             for r in new
-            if r.activation > ffn_base + ffn_factor * r.ffn
+            if r.activation > ffn_base * r.tokens + ffn_factor * r.ffn
         ]
         if len(sampler_rows) < 2:
             continue
@@ -317,7 +324,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
             (
                 max(
                     base + factor * (r.logits if r.last_stage else 0.0),
-                    ffn_base + ffn_factor * r.ffn,
+                    ffn_base * r.tokens + ffn_factor * r.ffn,
                 )
                 - r.activation
             )
@@ -338,7 +345,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
         sampler = base + (factor if r.new_sampler else old_factor) * (
             r.logits if r.last_stage else 0.0
         )
-        return max(sampler, ffn_base + ffn_factor * r.ffn)
+        return max(sampler, ffn_base * r.tokens + ffn_factor * r.ffn)
 
     moe_rows = [r for r in rows if r.moe]
     # Least squares through the origin of what the dense terms leave unexplained.
