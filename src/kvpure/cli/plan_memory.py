@@ -96,7 +96,7 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         flags=("--flashinfer-sampler",),
         metavar="on|off",
         help="top-k/top-p sampled by FlashInfer, as a log's 'Using FlashInfer for top-p & "
-        "top-k sampling.' says (vLLM 0.10-0.13 with FlashInfer installed): the profiling "
+        "top-k sampling.' says (vLLM 0.10/0.11.0 with FlashInfer installed): the profiling "
         "run keeps no larger sampler peak (default off)",
     ),
 )

@@ -72,7 +72,8 @@ class ServeSettings:
     rocm: bool = False
     flashinfer_sampler: bool = False
     """Top-k/top-p ran in FlashInfer ("Using FlashInfer for top-p & top-k sampling."
-    in the log: vLLM 0.10-0.13 with FlashInfer installed): no larger sampler peak."""
+    in the log: vLLM 0.10.x/0.11.0 with FlashInfer installed, or later with
+    ``VLLM_USE_FLASHINFER_SAMPLER=1``): no larger sampler peak before 0.17."""
     gpu_capability: tuple[int, int] = (9, 0)
     """The GPU's compute capability (the H100's 9.0 by default): with TP > 1 the
     fused all-reduce workspace is charged on 9.0 and 10.x only."""
