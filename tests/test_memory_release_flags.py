@@ -278,3 +278,30 @@ def test_linear_attention_hybrids_are_refused_in_one_line(
             ServeSettings(total_gpu_bytes=48 * GIB),
         )
     assert main(["plan", path, "--gpu", "L40S", "--kv-cache-memory", "10GiB"]) == 0
+
+
+def test_the_cuda_graph_estimate_follows_the_graphs_captured() -> None:
+    # vLLM 0.26 (LukeJYK/AutoScientists vllm.log), Qwen3-Coder-30B-A3B with
+    # --max-num-seqs 16: "Profiling CUDA graph memory: PIECEWISE=7 (largest=32), FULL=5
+    # (largest=16)" and "Estimated CUDA graph memory: 0.15 GiB total"; the per-layer size
+    # is fitted at 1024 sequences (51 + 51 graphs).
+    from kvpure.memory_profile.estimate import REFERENCE_GRAPHS, cuda_graph_gib, cudagraph_count
+    from kvpure.memory_profile.profile_logs import load_profile_logs
+
+    assert cudagraph_count(16, 2048) == 7 + 5
+    assert cudagraph_count(1024, 8192) == REFERENCE_GRAPHS == 51 + 51
+    (log,) = (
+        g
+        for g in load_profile_logs(ROOT / "tests" / "data" / "memory_logs")
+        if g.name == "qwen3_coder_30b_a3b_a100_v0_26.json"
+    )
+    assert log.cuda_graph_gib == 0.15
+    got = cuda_graph_gib(
+        COEFFICIENTS,
+        log.shape,
+        pp=1,
+        max_num_seqs=log.max_num_seqs,
+        max_num_batched_tokens=log.max_num_batched_tokens,
+    )
+    assert abs(got - 0.15) <= COEFFICIENTS.cuda_graph_band
+    assert abs(cuda_graph_gib(COEFFICIENTS, log.shape, pp=1) - 0.15) > 0.9  # all 102 graphs

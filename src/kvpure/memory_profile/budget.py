@@ -266,7 +266,14 @@ def estimate_memory_budget(
         graph = MemoryTerm(bytes=0, exact=True)
     else:
         graph = _gib_term(
-            cuda_graph_gib(coefficients, shape, pp=parallel.pp), coefficients.cuda_graph_band
+            cuda_graph_gib(
+                coefficients,
+                shape,
+                pp=parallel.pp,
+                max_num_seqs=settings.max_num_seqs,
+                max_num_batched_tokens=settings.max_num_batched_tokens,
+            ),
+            coefficients.cuda_graph_band,
         )
     subtract = rules.subtracts_cuda_graphs(rocm=settings.rocm) or rules.extensible_kv_cache
     non_torch = _gib_term(

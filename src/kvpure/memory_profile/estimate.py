@@ -172,14 +172,40 @@ def stage_layers(shape: ModelShape, pp: int) -> int:
     return max(1, -(-shape.num_hidden_layers // pp))
 
 
-def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
+def cudagraph_count(max_num_seqs: int, max_num_batched_tokens: int | None = None) -> int:
+    """The graphs vLLM's default ``FULL_AND_PIECEWISE`` mode captures (0.26 ``config/vllm.py``).
+
+    Piecewise sizes ``[1, 2, 4] + range(8, 256, 8) + range(256, largest + 1, 16)`` up to
+    ``largest = min(2 x max_num_seqs, 512, max_num_batched_tokens)``, and full decode
+    graphs for the sizes up to ``max_num_seqs`` (logged as "Profiling CUDA graph memory:
+    PIECEWISE=7 (largest=32), FULL=5 (largest=16)" with 16 sequences).
+    """
+    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens or 512)
+    sizes = [n for n in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if n <= largest]
+    return len(sizes) + sum(n <= max_num_seqs for n in sizes)
+
+
+REFERENCE_GRAPHS: Final = 102
+"""``cudagraph_count(1024)``: the graphs of the bundled logs the per-layer size is fitted on."""
+
+
+def cuda_graph_gib(
+    coef: Coefficients,
+    shape: ModelShape,
+    *,
+    pp: int,
+    max_num_seqs: int = 1024,
+    max_num_batched_tokens: int | None = None,
+) -> float:
     """The estimated ``Estimated CUDA graph memory``: a fitted size per decoder layer.
 
     The graphs vLLM captures hold each layer's static inputs and outputs, so the
     logged estimate grows with the layers a worker runs (0.52 GiB for Gemma-2-2B's
-    26 layers, 1.70-1.82 GiB for Llama-3.3-70B's 80).
+    26 layers, 1.70-1.82 GiB for Llama-3.3-70B's 80), and with the graphs captured,
+    which ``max_num_seqs`` bounds (:func:`cudagraph_count`; fitted at 1024 sequences).
     """
-    return coef.cuda_graph_per_layer * stage_layers(shape, pp)
+    graphs = cudagraph_count(max_num_seqs, max_num_batched_tokens) / REFERENCE_GRAPHS
+    return coef.cuda_graph_per_layer * stage_layers(shape, pp) * graphs
 
 
 HOPPER: Final = (9, 0)
@@ -383,7 +409,9 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
     graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
     per_layer = [
-        (log.cuda_graph_gib or 0.0) / stage_layers(log.shape, log.pipeline_parallel_size)
+        (log.cuda_graph_gib or 0.0)
+        / stage_layers(log.shape, log.pipeline_parallel_size)
+        / (cudagraph_count(log.max_num_seqs, log.max_num_batched_tokens) / REFERENCE_GRAPHS)
         for log in graph_logs
     ]
     graph = round(statistics.median(per_layer), 5) if per_layer else 0.0
