@@ -182,7 +182,7 @@ def cudagraph_count(max_num_seqs: int, max_num_batched_tokens: int | None = None
     """
     largest = min(2 * max_num_seqs, 512, max_num_batched_tokens or 512)
     sizes = [n for n in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if n <= largest]
-    return len(sizes) + sum(n <= max_num_seqs for n in sizes)
+    return len(sizes) + len([n for n in sizes if n <= max_num_seqs])
 
 
 REFERENCE_GRAPHS: Final = 102
