@@ -26,8 +26,9 @@ from kvpure.models.layout import ModelLayout
 from kvpure.report.model_plan import plan_deployment
 from kvpure.serve.defaults import resolve_serve_settings
 from kvpure.serve.flags import ServeFlags
+from kvpure.serve.gpu_totals import torch_total
 from kvpure.serve.gpus import find_gpu
-from kvpure.serve.memory import DRIVER_RESERVE, VLLM_LOGGED_TOTALS
+from kvpure.serve.memory import VLLM_LOGGED_TOTALS
 from kvpure.serve.verdict import starts
 from tests.safetensors_files import write_safetensors
 
@@ -128,11 +129,13 @@ def test_memory_object_per_worker_and_kv_is_requested_less_the_terms(
 
 def test_the_budget_uses_the_resolved_serve_settings(capsys: pytest.CaptureFixture[str]) -> None:
     # An L4 gets vLLM's small-GPU batch defaults (2048 tokens, 256 sequences) and
-    # the driver total less the H100's reserve.
+    # torch's total recorded for it (22.05 GiB, pytorch/pytorch#175666).
     code, data = run_json([LLAMA, "--gpu", "L4", "--gpu-memory-utilization", "0.95"], capsys)
     assert code == 0
     (m,) = memory_of(data)
-    total = find_gpu("L4").total_memory_bytes - DRIVER_RESERVE
+    recorded = torch_total("L4")
+    assert recorded is not None
+    total = recorded.bytes
     (direct,) = estimate_memory_budget(
         parse_model_config(json.loads(Path(LLAMA).read_text())),
         ProfileSettings(

@@ -209,3 +209,25 @@ def test_the_readme_quotes_the_held_out_error() -> None:
         "stated band"
     )
     assert quoted in " ".join(readme.split())
+
+
+def test_the_forward_passs_intercept_scales_with_the_batch() -> None:
+    # vLLM 0.10.2, Qwen2.5-3B with one sequence (no sampler peak) at 2048 tokens logs
+    # "0.17 GiB for peak activation" (ShanghaoLi0913/memory-aware_RLHF vllm.log); a
+    # constant c0 fitted at 8192 tokens gave 0.48.
+    (log,) = (g for g in LOGS if g.name == "qwen25_3b_24gb_v0_10_2_seq1.json")
+    assert log.activation_gib == 0.17
+    assert log.max_num_batched_tokens == 2048
+    assert log.max_num_seqs == 1
+    got = activation_gib(
+        COEFFICIENTS,
+        log.shape,
+        max_num_batched_tokens=log.max_num_batched_tokens,
+        max_num_seqs=log.max_num_seqs,
+        tp=1,
+        last_stage=True,
+        rules=memory_profile_rules(log.vllm_version),
+    )
+    assert abs(got - 0.17) <= COEFFICIENTS.activation_band
+    constant_c0 = got + COEFFICIENTS.ffn_base * (1 - 2048 / 8192)
+    assert abs(constant_c0 - 0.17) > COEFFICIENTS.activation_band

@@ -33,6 +33,9 @@ CONFIGS: dict[str, dict[str, object]] = {
         model: {"architectures": ["X"], "torch_dtype": "bfloat16", **fields}
         for model, (fields, _) in _LOGGED_MODELS.items()
     },
+    "Qwen/Qwen2-7B-Instruct": json.loads(
+        (ROOT / "tests" / "data" / "model_configs" / "qwen2_7b.json").read_text()
+    ),
     "RedHatAI/Qwen2.5-7B-Instruct-quantized.w8a8": {
         "architectures": ["X"],
         "torch_dtype": "bfloat16",
@@ -71,6 +74,8 @@ def _replay(name: str) -> tuple[float, float, float]:
         dtype=dtype,
         quantization=quantization,
         vllm_version=log.vllm_version,
+        gpu_capability=log.compute_capability,
+        flashinfer_sampler=log.flashinfer_sampler,
     )
     parallel = Parallelism(tp=log.tensor_parallel_size, pp=log.pipeline_parallel_size)
     budget = estimate_memory_budget(parse_model_config(CONFIGS[log.model]), settings, parallel)[0]

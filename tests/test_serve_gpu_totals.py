@@ -90,7 +90,7 @@ def test_the_total_spans_every_source() -> None:
     assert a100_40 is not None
     assert a100_40.exact
     assert a100_40.bytes == 42_298_834_944
-    assert torch_total("L4") is None
+    assert torch_total("H20") is None
     assert torch_total("GB200") is None
 
 
@@ -107,9 +107,9 @@ def test_vllm_total_memory_prefers_the_recorded_torch_total() -> None:
     assert exact.term.bytes == 42_298_834_944
     assert exact.term.error_bytes == 0
     # Without a recorded figure: the driver's total less the H100's reserve.
-    l4 = vllm_total_memory(find_gpu("L4"), given=False)
-    assert l4.term.bytes == find_gpu("L4").total_memory_bytes - DRIVER_RESERVE
-    assert l4.term.error_bytes == DRIVER_RESERVE
+    h20 = vllm_total_memory(find_gpu("H20"), given=False)
+    assert h20.term.bytes == find_gpu("H20").total_memory_bytes - DRIVER_RESERVE
+    assert h20.term.error_bytes == DRIVER_RESERVE
     # --gpu-memory stays exact whatever the catalogue holds.
     given = vllm_total_memory(find_gpu("A100-80GB"), given=True)
     assert given.term.exact
@@ -164,8 +164,8 @@ def test_the_cli_budget_starts_from_the_recorded_total(
     assert direct.kv_cache_bytes_low - m["kv_cache_bytes_low"] == widen
 
 
-def test_the_l4_keeps_the_driver_fallback_in_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
-    (m,) = _plan([LLAMA, "--gpu", "L4"], capsys)["memory"]
-    assert m["total_bytes"] == find_gpu("L4").total_memory_bytes - DRIVER_RESERVE
+def test_the_h20_keeps_the_driver_fallback_in_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    (m,) = _plan([LLAMA, "--gpu", "H20"], capsys)["memory"]
+    assert m["total_bytes"] == find_gpu("H20").total_memory_bytes - DRIVER_RESERVE
     assert m["terms"]["total"]["error_bytes"] == DRIVER_RESERVE
     assert "the driver's" in m["total_source"]

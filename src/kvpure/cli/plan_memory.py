@@ -93,10 +93,18 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         help="vLLM's --enforce-eager: no CUDA graphs are captured, so none are charged "
         "(default off)",
     ),
+    Option(
+        name="flashinfer_sampler",
+        flags=("--flashinfer-sampler",),
+        metavar="on|off",
+        help="top-k/top-p sampled by FlashInfer, as a log's 'Using FlashInfer for top-p & "
+        "top-k sampling.' says (vLLM 0.10/0.11.0 with FlashInfer installed): the profiling "
+        "run keeps no larger sampler peak (default off)",
+    ),
 )
 _NAMES: Final = frozenset(option.name for option in MEMORY_OPTIONS)
 #: Options that, as in ``vllm serve``, may also be given bare (``--enforce-eager`` = on).
-_SWITCHES: Final = frozenset({"enforce_eager"})
+_SWITCHES: Final = frozenset({"enforce_eager", "flashinfer_sampler"})
 _PLACEHOLDER: Final = "1GiB"
 
 
@@ -234,6 +242,8 @@ def memory_case(
     utilization = None if util_text is None else parse_utilization(util_text)
     eager_text = memory_texts.get("enforce_eager")
     eager = eager_text is not None and parse_bool(eager_text, field="--enforce-eager")
+    sampler_text = memory_texts.get("flashinfer_sampler")
+    flashinfer = sampler_text is not None and parse_bool(sampler_text, field="--flashinfer-sampler")
     workers = worker_memory(
         config,
         serve,
@@ -245,6 +255,7 @@ def memory_case(
         tensors=model_folder_tensors(model_folder),
         vllm_version=profile,
         enforce_eager=eager,
+        flashinfer_sampler=flashinfer,
     )
     outcome = band_outcome(layout, flags, workers, longest=longest)
     return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)

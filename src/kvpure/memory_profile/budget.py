@@ -32,6 +32,7 @@ from kvpure.memory_profile.releases import MemoryProfileRules, memory_profile_ru
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.terms import MemoryTerm
+from kvpure.memory_profile.unmodelled import refuse_unmodelled_memory
 from kvpure.memory_profile.weights import (
     checkpoint_quantization,
     served_dtype_bytes,
@@ -69,6 +70,10 @@ class ServeSettings:
     vllm_version: str = DEFAULT_VLLM_VERSION
     enforce_eager: bool = False
     rocm: bool = False
+    flashinfer_sampler: bool = False
+    """Top-k/top-p ran in FlashInfer ("Using FlashInfer for top-p & top-k sampling."
+    in the log: vLLM 0.10.x/0.11.0 with FlashInfer installed, or later with
+    ``VLLM_USE_FLASHINFER_SAMPLER=1``): no larger sampler peak before 0.17."""
     gpu_capability: tuple[int, int] = (9, 0)
     """The GPU's compute capability (the H100's 9.0 by default): with TP > 1 the
     fused all-reduce workspace is charged on 9.0 and 10.x only."""
@@ -84,7 +89,7 @@ class ServeSettings:
             raise InvalidFieldError(
                 field="gpu_memory_utilization", value=util, reason="must be in (0, 1]"
             )
-        for name in ("enforce_eager", "rocm"):
+        for name in ("enforce_eager", "rocm", "flashinfer_sampler"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidFieldError(
                     field=name, value=getattr(self, name), reason="must be true or false"
@@ -248,6 +253,7 @@ def estimate_memory_budget(
     The formula is that of ``settings.vllm_version``'s release
     (:mod:`kvpure.memory_profile.releases`).
     """
+    refuse_unmodelled_memory(config)
     rules = settings.rules
     utilization = settings.resolved_gpu_memory_utilization
     weights = worker_weights(
@@ -260,7 +266,14 @@ def estimate_memory_budget(
         graph = MemoryTerm(bytes=0, exact=True)
     else:
         graph = _gib_term(
-            cuda_graph_gib(coefficients, shape, pp=parallel.pp), coefficients.cuda_graph_band
+            cuda_graph_gib(
+                coefficients,
+                shape,
+                pp=parallel.pp,
+                max_num_seqs=settings.max_num_seqs,
+                max_num_batched_tokens=settings.max_num_batched_tokens,
+            ),
+            coefficients.cuda_graph_band,
         )
     subtract = rules.subtracts_cuda_graphs(rocm=settings.rocm) or rules.extensible_kv_cache
     non_torch = _gib_term(
@@ -293,6 +306,7 @@ def estimate_memory_budget(
                 rules=rules,
                 dtype_bytes=served_dtype_bytes(config, settings.dtype),
                 quantization=layout,
+                flashinfer_sampler=settings.flashinfer_sampler,
             ),
             coefficients.activation_band,
         )

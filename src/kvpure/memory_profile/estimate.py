@@ -66,6 +66,7 @@ __all__ = [
     "moe_workspace_gib",
     "HOPPER",
     "NCCL_UNLOGGED_BAND_GIB",
+    "NCCL_WITHOUT_NVLS_GIB",
     "non_torch_band_gib",
     "non_torch_class",
     "non_torch_gib",
@@ -135,6 +136,7 @@ def activation_gib(
     rules: MemoryProfileRules,
     dtype_bytes: int = 2,
     quantization: str = "none",
+    flashinfer_sampler: bool = False,
 ) -> float:
     """The estimated ``torch peak memory increase`` of vLLM's profiling run.
 
@@ -143,14 +145,22 @@ def activation_gib(
     ``quantization``: the checkpoint's layout; MXFP4 experts run their own
     fused kernel, which keeps no bf16 fused-MoE caches (gpt-oss logs its
     sampler's peak alone: 7.38 GiB on vLLM 0.11, 2.87 at TP 2 on 0.19).
+    ``flashinfer_sampler``: top-k/top-p ran in FlashInfer's kernel ("Using
+    FlashInfer for top-p & top-k sampling." in the log), which keeps none of
+    the PyTorch sort's float32 copies: the larger peak of releases before 0.17
+    does not apply, the later sampler's factor does.
     """
-    factor = coef.logits_factor_before_0_17 if rules.large_sampler_peak else coef.logits_factor
+    large = rules.large_sampler_peak and not flashinfer_sampler
+    factor = coef.logits_factor_before_0_17 if large else coef.logits_factor
     sampler = coef.activation_base
     if last_stage:
         sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
     width = dtype_bytes / 2
     ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
-    forward = (coef.ffn_base + coef.ffn_factor * ffn) * width
+    # c0 is what the forward pass holds beside the MLP output: per token, so it scales
+    # with the batch (fitted at 8192 tokens, the H100 default of the bundled logs).
+    tokens = max_num_batched_tokens / FIT_TOKENS
+    forward = (coef.ffn_base * tokens + coef.ffn_factor * ffn) * width
     moe = 0.0
     if quantization != "mxfp4":
         moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
@@ -162,14 +172,40 @@ def stage_layers(shape: ModelShape, pp: int) -> int:
     return max(1, -(-shape.num_hidden_layers // pp))
 
 
-def cuda_graph_gib(coef: Coefficients, shape: ModelShape, *, pp: int) -> float:
+def cudagraph_count(max_num_seqs: int, max_num_batched_tokens: int | None = None) -> int:
+    """The graphs vLLM's default ``FULL_AND_PIECEWISE`` mode captures (0.26 ``config/vllm.py``).
+
+    Piecewise sizes ``[1, 2, 4] + range(8, 256, 8) + range(256, largest + 1, 16)`` up to
+    ``largest = min(2 x max_num_seqs, 512, max_num_batched_tokens)``, and full decode
+    graphs for the sizes up to ``max_num_seqs`` (logged as "Profiling CUDA graph memory:
+    PIECEWISE=7 (largest=32), FULL=5 (largest=16)" with 16 sequences).
+    """
+    largest = min(2 * max_num_seqs, 512, max_num_batched_tokens or 512)
+    sizes = [n for n in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if n <= largest]
+    return len(sizes) + len([n for n in sizes if n <= max_num_seqs])
+
+
+REFERENCE_GRAPHS: Final = 102
+"""``cudagraph_count(1024)``: the graphs of the bundled logs the per-layer size is fitted on."""
+
+
+def cuda_graph_gib(
+    coef: Coefficients,
+    shape: ModelShape,
+    *,
+    pp: int,
+    max_num_seqs: int = 1024,
+    max_num_batched_tokens: int | None = None,
+) -> float:
     """The estimated ``Estimated CUDA graph memory``: a fitted size per decoder layer.
 
     The graphs vLLM captures hold each layer's static inputs and outputs, so the
     logged estimate grows with the layers a worker runs (0.52 GiB for Gemma-2-2B's
-    26 layers, 1.70-1.82 GiB for Llama-3.3-70B's 80).
+    26 layers, 1.70-1.82 GiB for Llama-3.3-70B's 80), and with the graphs captured,
+    which ``max_num_seqs`` bounds (:func:`cudagraph_count`; fitted at 1024 sequences).
     """
-    return coef.cuda_graph_per_layer * stage_layers(shape, pp)
+    graphs = cudagraph_count(max_num_seqs, max_num_batched_tokens) / REFERENCE_GRAPHS
+    return coef.cuda_graph_per_layer * stage_layers(shape, pp) * graphs
 
 
 HOPPER: Final = (9, 0)
@@ -204,13 +240,16 @@ def non_torch_gib(
     ``capability``: the GPU's compute capability (the fused all-reduce runs on
     9.0 and 10.x only).
     """
+    key = non_torch_class(tp, pp, rules, capability)
+    if key == "nccl" and capability != HOPPER and capability[0] != 10:
+        return NCCL_WITHOUT_NVLS_GIB
     return {
         "fused": coef.non_torch_tensor_parallel,
         "nccl": coef.non_torch_tensor_parallel_nccl_only,
         "pp": coef.non_torch_pipeline,
         "single": coef.non_torch_single,
         "single_old": coef.non_torch_single_before_0_18,
-    }[non_torch_class(tp, pp, rules, capability)]
+    }[key]
 
 
 def non_torch_band_gib(
@@ -231,6 +270,14 @@ def non_torch_band_gib(
 
 
 NCCL_UNLOGGED_BAND_GIB: Final = 0.15
+FIT_TOKENS: Final = 8192
+"""The batch (``max_num_batched_tokens``) at which ``ffn_base`` holds; it scales per token."""
+NCCL_WITHOUT_NVLS_GIB: Final = 0.30
+"""TP > 1 without the fused all-reduce off Hopper and Blackwell (A100, L40S, RTX):
+NCCL's state without the NVLink SHARP (NVLS) buffers it sets up on Hopper's
+NVSwitch. Set from two vLLM 0.10.1 A100 80GB TP 2 logs (requested - weights -
+KV = 0.67 GiB against 0.55 at TP 1; tests/data/memory_logs/qwen2_7b_a100_v0_10_tp2_*),
+against 0.55 GiB on H100 (vLLM 0.11 logs)."""
 
 
 def _band(residuals: Iterable[float]) -> float:
@@ -255,6 +302,7 @@ class _Row:
     last_stage: bool
     new_sampler: bool
     activation: float
+    tokens: float = 1.0
 
 
 def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
@@ -276,8 +324,10 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                     log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
                 ),
                 last_stage=log.pipeline_parallel_size == 1,
-                new_sampler=not memory_profile_rules(log.vllm_version).large_sampler_peak,
+                new_sampler=log.flashinfer_sampler
+                or not memory_profile_rules(log.vllm_version).large_sampler_peak,
                 activation=log.activation_gib,
+                tokens=log.max_num_batched_tokens / FIT_TOKENS,
             )
         )
     return rows
@@ -291,7 +341,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
         sampler_rows = [
             (r.logits if r.last_stage else 0.0, r.activation)
             for r in new
-            if r.activation > ffn_base + ffn_factor * r.ffn
+            if r.activation > ffn_base * r.tokens + ffn_factor * r.ffn
         ]
         if len(sampler_rows) < 2:
             continue
@@ -300,7 +350,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
             (
                 max(
                     base + factor * (r.logits if r.last_stage else 0.0),
-                    ffn_base + ffn_factor * r.ffn,
+                    ffn_base * r.tokens + ffn_factor * r.ffn,
                 )
                 - r.activation
             )
@@ -321,7 +371,7 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
         sampler = base + (factor if r.new_sampler else old_factor) * (
             r.logits if r.last_stage else 0.0
         )
-        return max(sampler, ffn_base + ffn_factor * r.ffn)
+        return max(sampler, ffn_base * r.tokens + ffn_factor * r.ffn)
 
     moe_rows = [r for r in rows if r.moe]
     # Least squares through the origin of what the dense terms leave unexplained.
@@ -359,7 +409,9 @@ def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
     nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
     graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
     per_layer = [
-        (log.cuda_graph_gib or 0.0) / stage_layers(log.shape, log.pipeline_parallel_size)
+        (log.cuda_graph_gib or 0.0)
+        / stage_layers(log.shape, log.pipeline_parallel_size)
+        / (cudagraph_count(log.max_num_seqs, log.max_num_batched_tokens) / REFERENCE_GRAPHS)
         for log in graph_logs
     ]
     graph = round(statistics.median(per_layer), 5) if per_layer else 0.0

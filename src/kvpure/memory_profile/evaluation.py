@@ -98,9 +98,20 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             rules=rules,
             dtype_bytes=log.dtype_bytes,
             quantization=log.quantization,
+            flashinfer_sampler=log.flashinfer_sampler,
         )
         subtract = rules.cuda_graph_subtracted and not log.enforce_eager
-        graph = cuda_graph_gib(coef, log.shape, pp=pp) if subtract else 0.0
+        graph = (
+            cuda_graph_gib(
+                coef,
+                log.shape,
+                pp=pp,
+                max_num_seqs=log.max_num_seqs,
+                max_num_batched_tokens=log.max_num_batched_tokens,
+            )
+            if subtract
+            else 0.0
+        )
         cap = log.compute_capability
         nt_band = non_torch_band_gib(coef, tp=tp, pp=pp, rules=rules, capability=cap)
         bands = [coef.activation_band, nt_band]
@@ -143,7 +154,14 @@ def summarize(errors: Iterable[KVError]) -> ErrorSummary:
 def cuda_graph_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[float, ...]:
     """Estimated minus logged ``Estimated CUDA graph memory`` for every log that prints it."""
     return tuple(
-        cuda_graph_gib(coef, log.shape, pp=log.pipeline_parallel_size) - log.cuda_graph_gib
+        cuda_graph_gib(
+            coef,
+            log.shape,
+            pp=log.pipeline_parallel_size,
+            max_num_seqs=log.max_num_seqs,
+            max_num_batched_tokens=log.max_num_batched_tokens,
+        )
+        - log.cuda_graph_gib
         for log in logs
         if log.cuda_graph_gib is not None
     )

@@ -73,6 +73,9 @@ class ProfileLog:
     source: str
     compute_capability: Capability = (9, 0)
     """The GPU's compute capability (``"compute_capability": "8.0"``; H100's 9.0 if unstated)."""
+    flashinfer_sampler: bool = False
+    """The log says "Using FlashInfer for top-p & top-k sampling." (``"topk_topp_sampler":
+    "flashinfer"``)."""
 
 
 def _num(data: dict[str, object], key: str, name: str) -> float | None:
@@ -96,6 +99,15 @@ def _str(data: dict[str, object], key: str, name: str) -> str:
     if not isinstance(value, str):
         raise InvalidFieldError(field=f"{name}: {key}", value=value, reason="must be a string")
     return value
+
+
+def _sampler(data: dict[str, object], name: str) -> str:
+    value = data.get("topk_topp_sampler", "native")
+    if value not in ("native", "flashinfer"):
+        raise InvalidFieldError(
+            field=f"{name}: topk_topp_sampler", value=value, reason="must be native or flashinfer"
+        )
+    return str(value)
 
 
 def parse_capability(text: object, *, field: str) -> Capability:
@@ -167,6 +179,7 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
         compute_capability=parse_capability(
             data.get("compute_capability", "9.0"), field=f"{name}: compute_capability"
         ),
+        flashinfer_sampler=_sampler(data, name) == "flashinfer",
     )
 
 

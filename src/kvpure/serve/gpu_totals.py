@@ -209,6 +209,17 @@ TOTAL_QUOTES: Final[dict[str, tuple[TotalQuote, ...]]] = {
             'deviceQuery: Device 0: "Tesla T4"',
         ),
     ),
+    "L4": (
+        _q(
+            "L4",
+            _GH + "pytorch/pytorch/issues/175666",
+            "free memory on device cuda:0 (19.77/22.05 GiB) on startup is less than desired "
+            "GPU memory utilization (0.9, 19.84 GiB)",
+            "22.05 GiB",
+            23_676_007_219,
+            "'NVIDIA L4 (22.05 GiB)' (the issue's environment list; vLLM prints torch's total)",
+        ),
+    ),
     "A10": (
         _q(
             "A10",

@@ -160,13 +160,15 @@ def worker_memory(
     tensors: tuple[TensorInfo, ...] | None,
     vllm_version: str = DEFAULT_VLLM_VERSION,
     enforce_eager: bool = False,
+    flashinfer_sampler: bool = False,
 ) -> tuple[WorkerMemory, ...]:
     """Every worker's memory budget (rank order) for the resolved serve settings.
 
     ``vllm_version`` names the release whose start-up profile is estimated
     (its formula, :mod:`kvpure.memory_profile.releases`); an unset
     ``gpu_memory_utilization`` (None) takes that release's default, 1.0 under
-    0.34's extensible KV cache. ``enforce_eager`` charges no CUDA graphs.
+    0.34's extensible KV cache. ``enforce_eager`` charges no CUDA graphs;
+    ``flashinfer_sampler``: top-k/top-p ran in FlashInfer (no larger sampler peak).
     """
     if quantization is not None:
         try:
@@ -188,6 +190,7 @@ def worker_memory(
         quantization=quantization,
         vllm_version=vllm_version,
         enforce_eager=enforce_eager,
+        flashinfer_sampler=flashinfer_sampler,
         rocm=gpu.is_rocm,
         gpu_capability=gpu.compute_capability,
     )
