@@ -75,15 +75,15 @@ NEWEST: Final[Version] = (0, 34)
 
 
 class V0EngineError(InvalidFieldError):
-    """A vLLM release before 0.10, whose V0 engine kvpure's memory profile does not model."""
+    """A vLLM release before 0.10: the V0 engine (and 0.8-0.9's early V1), not modelled."""
 
     def __init__(self, *, field: str, value: object) -> None:
         super().__init__(
             field=field,
             value=value,
-            reason="vLLM releases before 0.10 run the V0 engine, whose memory profile "
-            "kvpure does not model (V1 releases 0.10 to 0.34 are); pass --kv-cache-memory "
-            "with the figure vLLM logged instead",
+            reason="vLLM releases before 0.10 are not modelled: the V0 engine, and the V1 "
+            "engine of 0.8-0.9 before its 0.10 memory profile (V1 releases 0.10 to 0.34 "
+            "are); pass --kv-cache-memory with the figure vLLM logged instead",
         )
 
     def __str__(self) -> str:
