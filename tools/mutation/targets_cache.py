@@ -10,6 +10,7 @@ from __future__ import annotations
 # the replay's goldens (vLLM 0.26 and 0.34 logs), its typed errors, and the random
 # traces replayed through vLLM 0.26's own KVCacheManager (tools/vllm_oracle)
 _CACHE_TESTS = (
+    "tests/test_cache_oracle_mutants.py",
     "tests/test_cache_golden.py",
     "tests/test_cache_errors.py",
     "tests/test_cache_limits.py",
@@ -52,10 +53,15 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
             "manager",
             "single_type",
             "coordinator",
-            "unbounded",
             "windowed",
         )
     },
+    # the seen-set count: checked against the unbounded replay (itself checked against
+    # vLLM by the cache oracle) on many workloads, and the cap's refusals
+    "kvpure/cache/unbounded.py": (
+        "tests/test_cache_unbounded_limit.py",
+        "tests/test_cache_unbounded_set.py",
+    ),
     "kvpure/cache/trace.py": _CACHE_TRACE_TESTS,
     "kvpure/cache/workload.py": (
         "tests/test_cache_workload.py",

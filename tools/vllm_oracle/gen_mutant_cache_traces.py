@@ -1,0 +1,83 @@
+"""Hand-made cache-replay traces for the mutation round of the cache managers (issue 24).
+
+``python gen_mutant_cache_traces.py OUT.json`` writes the traces; replay them through
+the real vLLM 0.26.0 ``KVCacheManager`` with ``cache_replay_vllm.py OUT.json VLLM.json``
+and join the two with ``join_mutant_cases.py`` into
+``tests/data/vllm-0.26.0-oracle/cache_replay_mutants.json``
+(read by ``tests/test_cache_oracle_mutants.py``).
+
+Each trace reaches a corner the random traces of ``gen_cache_traces.py`` do not:
+block size 1, the per-request admission cap of sliding-window groups, ... (the
+``why`` of each names the code it exercises). A trace's ``oracle_overrides`` replaces
+fields of the replay config that a trace cannot set (the manager's direct API:
+``max_in_flight_tokens`` below ``max_model_len``); both the oracle and the test
+apply it.
+"""
+
+import json
+import sys
+
+from gen_cache_traces import attn, mamba
+
+
+def plan(layers, block_size, num_blocks, *, mml=24, spec=None, caching=True, mode="none",
+         algo="sha256"):
+    cfg = {"cache_config": {"block_size": block_size, "enable_prefix_caching": caching,
+                            "prefix_match_unit": None, "num_gpu_blocks_override": num_blocks,
+                            "mamba_cache_mode": mode, "cache_dtype": "auto",
+                            "prefix_caching_hash_algo": algo},
+           "parallel_config": {"decode_context_parallel_size": 1, "prefill_context_parallel_size": 1,
+                               "pipeline_parallel_size": 1, "tensor_parallel_size": 1},
+           "scheduler_config": {"disable_hybrid_kv_cache_manager": False, "max_num_batched_tokens": mml,
+                                "max_num_encoder_input_tokens": mml, "async_scheduling": False},
+           "model_config": {"max_model_len": mml, "original_max_model_len": None},
+           "kv_transfer_config": None, "speculative_config": spec}
+    return {"vllm_config": cfg, "available_memory": [1 << 30], "kv_cache_specs": [layers]}
+
+
+REPLAY = {"log_stats": True, "enable_kv_cache_events": True, "use_int_block_hashes": True,
+          "pythonhashseed": "0", "watermark": 0.0, "reserve_full_isl": True}
+
+
+def trace(name, why, plan_input, ops, overrides=None, **replay):
+    out = {"format": "kvpure-cache-replay/1", "name": name, "description": why,
+           "plan_input": plan_input, "replay": {**REPLAY, **replay}, "ops": ops}
+    if overrides:
+        out["oracle_overrides"] = overrides
+    return out
+
+
+def arrive(rid, tokens, **extra):
+    return {"op": "arrive", "request_id": rid, "prompt_token_ids": list(tokens), **extra}
+
+
+def decode(rid, tokens):
+    return {"op": "decode", "request_id": rid, "token_ids": list(tokens)}
+
+
+def finish(rid):
+    return {"op": "finish", "request_id": rid}
+
+
+def retry(rid):
+    return {"op": "retry", "request_id": rid}
+
+
+P = list(range(1, 23))  # a shared prompt prefix
+
+
+def traces():
+    out = []
+    out.append(trace(
+        "full_block_size_1",
+        "full attention with one token a block: a full-attention group skips no token "
+        "(get_num_skipped_tokens is 0), so block 0 stays in the table",
+        plan({"l0": attn("FullAttentionSpec", 1)}, 1, 40),
+        [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
+         arrive("c", P[:6]), decode("c", [32])],
+    ))
+    return out
+
+
+if __name__ == "__main__":
+    json.dump(traces(), open(sys.argv[1], "w"), indent=1)
