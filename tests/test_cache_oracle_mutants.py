@@ -20,7 +20,7 @@ import pytest
 
 import kvpure.cache.replay as replay_module
 from kvpure.cache import replay_trace
-from kvpure.cache.setup import ReplayConfig
+from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from tests.conftest import DATA_DIR
 
 ORACLE: dict[str, Any] = json.loads(
@@ -55,10 +55,9 @@ def test_replay_agrees_with_vllm(name: str, monkeypatch: pytest.MonkeyPatch) -> 
     case = CASES[name]
     overrides: dict[str, Any] = case["trace"].get("oracle_overrides") or {}
     if overrides:
-        derive = replay_module.replay_config_from_plan_input
 
         def derive_and_override(*args: Any, **kwargs: Any) -> ReplayConfig:
-            return replace(derive(*args, **kwargs), **overrides)
+            return replace(replay_config_from_plan_input(*args, **kwargs), **overrides)
 
         monkeypatch.setattr(replay_module, "replay_config_from_plan_input", derive_and_override)
     got = replay_trace(case["trace"], vllm_version="0.26")
