@@ -11,6 +11,7 @@ building vLLM's manager.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from dataclasses import replace
@@ -18,10 +19,12 @@ from typing import Any
 
 import pytest
 
-import kvpure.cache.replay as replay_module
 from kvpure.cache import replay_trace
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
 from tests.conftest import DATA_DIR
+
+# the module, not the function of the same name that kvpure.cache exports
+replay_module = importlib.import_module("kvpure.cache.replay")
 
 ORACLE: dict[str, Any] = json.loads(
     (DATA_DIR / "vllm-0.26.0-oracle" / "cache_replay_mutants.json").read_text(encoding="utf-8")

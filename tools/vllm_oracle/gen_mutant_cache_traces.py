@@ -76,6 +76,19 @@ def traces():
         [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
          arrive("c", P[:6]), decode("c", [32])],
     ))
+    for num_blocks in (23, 24):
+        out.append(trace(
+            f"sw_mamba_admission_cap_{num_blocks}",
+            "the sliding-window group's admission cap (SlidingWindowSpec."
+            "max_admission_blocks_per_request) binds in the full-sequence gate: the Mamba "
+            "'align' split admits a 21-token prompt in two steps, so the gate sees the whole "
+            "prompt; max_in_flight_tokens 2 (below max_model_len, which no trace can set) "
+            "makes the cap smaller than the prompt's blocks",
+            plan({"l0": mamba(4, "align"), "l1": attn("SlidingWindowSpec", 4, window=3),
+                  "l2": attn("FullAttentionSpec", 4)}, 4, num_blocks, mode="align"),
+            [arrive("a", P[:20]), arrive("b", [50] + P[:20]), finish("a"), retry("b")],
+            overrides={"max_in_flight_tokens": 2},
+        ))
     return out
 
 
