@@ -6,7 +6,9 @@ did on each (``tools/vllm_oracle/cache_replay_vllm.py``). Each trace reaches a c
 of the cache managers that the random traces of ``test_cache_oracle.py`` miss (its
 ``description`` says which). A trace's ``oracle_overrides`` replaces fields of the
 replay config that no trace can set; the oracle replaced the same fields before
-building vLLM's manager.
+building vLLM's manager. An op ``preempt`` (not in kvpure's trace format) takes the
+manager-level steps of vLLM 0.26's ``Scheduler._preempt_request``: free the request's
+blocks, no computed tokens, one more preemption, waiting again (a ``retry`` re-admits it).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Any
 
 import pytest
 
-from kvpure.cache import replay_trace
+from kvpure.cache import parse_trace, replay_trace
+from kvpure.cache.request import RequestStatus
 from kvpure.cache.setup import ReplayConfig, replay_config_from_plan_input
+from kvpure.cache.trace import FinishOutcome, OpRecord
+from kvpure.cache.trace_render import render_record
 from tests.conftest import DATA_DIR
 
 # the module, not the function of the same name that kvpure.cache exports
@@ -53,6 +58,43 @@ def test_every_case_was_replayed_by_vllm() -> None:
     assert all("records" in case["vllm"] for case in CASES.values())
 
 
+def _replay_with_preemptions(trace: dict[str, Any]) -> list[Any]:
+    """The records of ``trace``, whose ``preempt`` ops kvpure's parser does not know."""
+    raw_ops = trace["ops"]
+    parsed = parse_trace(
+        {**trace, "ops": [op for op in raw_ops if op["op"] != "preempt"]}, vllm_version="0.26"
+    )
+    flags = parsed.draft_flags
+    config = replay_module.replay_config_from_plan_input(
+        parsed.plan_input,
+        disable_lookahead_block_hashes=flags.disable_lookahead_block_hashes,
+        disable_eagle_block_drop=flags.disable_eagle_block_drop,
+    )
+    engine = replay_module.CacheReplay(config, parsed.replay)
+    ops = iter(parsed.ops)
+    records = []
+    for index, raw in enumerate(raw_ops):
+        if raw["op"] != "preempt":
+            records.append(render_record(engine.apply(next(ops), index), config.rules))
+            continue
+        request = engine.requests[raw["request_id"]]
+        engine.manager.free(request)
+        request.status = RequestStatus.WAITING
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        record = OpRecord(
+            op="preempt",
+            request_id=request.request_id,
+            outcome=FinishOutcome(was="running"),
+            request=engine.request_snapshot(request),
+            pool=engine.pool_snapshot(),
+            events=tuple(engine.manager.take_events()),
+            prefix_cache_stats=engine.manager.make_prefix_cache_stats(),
+        )
+        records.append(render_record(record, config.rules))
+    return records
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_replay_agrees_with_vllm(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     case = CASES[name]
@@ -63,6 +105,9 @@ def test_replay_agrees_with_vllm(name: str, monkeypatch: pytest.MonkeyPatch) -> 
             return replace(replay_config_from_plan_input(*args, **kwargs), **overrides)
 
         monkeypatch.setattr(replay_module, "replay_config_from_plan_input", derive_and_override)
+    if any(op["op"] == "preempt" for op in case["trace"]["ops"]):
+        _same(_replay_with_preemptions(case["trace"]), case["vllm"]["records"], f"{name}.records")
+        return
     got = replay_trace(case["trace"], vllm_version="0.26")
     _same(got["records"], case["vllm"]["records"], f"{name}.records")
     _same(got["final_state"], case["vllm"]["final_state"], f"{name}.final_state")

@@ -28,7 +28,10 @@ from kvpure.interop.planning import render_kv_cache_spec  # noqa: E402
 def run_one(trace_obj, records_wanted=True):
     """vLLM's records and final state; with ``records_wanted=False`` the same calls (events
     and stats still taken after every op) without building records (the speed baseline)."""
-    trace = parse_trace(trace_obj, vllm_version="0.26")  # this oracle runs vLLM 0.26.0
+    # this oracle runs vLLM 0.26.0; kvpure's parser (for the config) does not know the
+    # oracle-only op "preempt"
+    known = [op for op in trace_obj["ops"] if op["op"] != "preempt"]
+    trace = parse_trace({**trace_obj, "ops": known}, vllm_version="0.26")
     rs = trace.replay
     os.environ["PYTHONHASHSEED"] = rs.pythonhashseed
     os.environ["VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"] = "1" if rs.use_int_block_hashes else "0"
@@ -207,6 +210,15 @@ def run_one(trace_obj, records_wanted=True):
         elif op == "retry":
             req = reqs[rid]
             outcome = admit(req) if req.status != RequestStatus.RUNNING else {"steps": pending(req)}
+        elif op == "preempt":
+            # oracle-only op (the mutation round's traces; kvpure's trace format has none):
+            # the manager-level steps of vLLM 0.26's Scheduler._preempt_request
+            req = reqs[rid]
+            manager.free(req)
+            req.status = RequestStatus.PREEMPTED
+            req.num_computed_tokens = 0
+            req.num_preemptions += 1
+            outcome = {"was": "running"}
         elif op == "finish":
             fin = reqs.pop(rid)
             was = "running" if fin.status == RequestStatus.RUNNING else "waiting"

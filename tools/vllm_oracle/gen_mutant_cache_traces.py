@@ -59,6 +59,10 @@ def finish(rid):
     return {"op": "finish", "request_id": rid}
 
 
+def preempt(rid):
+    return {"op": "preempt", "request_id": rid}
+
+
 def retry(rid):
     return {"op": "retry", "request_id": rid}
 
@@ -89,6 +93,25 @@ def traces():
             [arrive("a", P[:20]), arrive("b", [50] + P[:20]), finish("a"), retry("b")],
             overrides={"max_in_flight_tokens": 2},
         ))
+    preemptions = [arrive("a", P[:10]), decode("a", [30, 31, 32]), arrive("b", P[:6] + [41, 42]),
+                   preempt("a"), retry("a"), decode("a", [33]), preempt("b"), preempt("a"),
+                   retry("b"), retry("a"), decode("b", [34, 35]), finish("a"), finish("b")]
+    for name, layers in (
+        ("full", {"l0": attn("FullAttentionSpec", 4)}),
+        ("sw", {"l0": attn("SlidingWindowSpec", 4, window=5)}),
+        ("full_sw", {"l0": attn("FullAttentionSpec", 4), "l1": attn("SlidingWindowSpec", 4, window=5)}),
+        ("chunk", {"l0": attn("ChunkedLocalAttentionSpec", 4, chunk=8)}),
+    ):
+        for watermark in (0.0, 0.25):
+            out.append(trace(
+                f"preempt_{name}_wm{int(watermark * 100)}",
+                "preemption (free, then re-admitted with num_preemptions > 0): the freed "
+                "request is forgotten by every manager, its re-admission hits its own "
+                "blocks and is counted in the preempted stats",
+                plan(layers, 4, 24 if watermark else 18),
+                preemptions,
+                watermark=watermark,
+            ))
     return out
 
 
