@@ -80,6 +80,39 @@ def traces():
         [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
          arrive("c", P[:6]), decode("c", [32])],
     ))
+    out.append(trace(
+        "sw_block_size_1",
+        "a sliding window with one token a block: one token out of the window is one "
+        "block to free",
+        plan({"l0": attn("SlidingWindowSpec", 1, window=3)}, 1, 40),
+        [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
+         arrive("c", P[:6]), decode("c", [32])],
+    ))
+    # several KV cache groups of one spec: 4 full + 2 sliding layers make two full-attention
+    # groups of 2 layers (and the reverse, two sliding groups); hits are looked up in both
+    # groups of a batch at once, and a pool this tight evicts one group's block before the
+    # other's (the free queue takes group 0's blocks first)
+    full = attn("FullAttentionSpec", 4)
+    sliding = attn("SlidingWindowSpec", 4, window=5)
+    shapes = {
+        "full2_sw": ({"f0": full, "f1": full, "f2": full, "f3": full, "s0": sliding,
+                      "s1": sliding}, (19, 22, 28, 40)),
+        "full_sw2": ({"f0": full, "f1": full, "s0": sliding, "s1": sliding, "s2": sliding,
+                      "s3": sliding}, (22, 25, 30, 40)),
+    }
+    for name, (layers, pool_sizes) in shapes.items():
+        for num_blocks in pool_sizes:
+            out.append(trace(
+                f"{name}_groups_{num_blocks}",
+                "two KV cache groups of one spec in a hybrid: hits are common to both "
+                "groups of a batch; evictions take one group's block first",
+                plan(layers, 4, num_blocks),
+                [arrive("a", P[:14]), decode("a", [30, 31, 32]), finish("a"),
+                 arrive("b", P[:13] + [40]), decode("b", [33]), arrive("c", [7] + P[:9]),
+                 finish("b"), arrive("d", P[:17]), decode("d", [34, 35]), finish("c"),
+                 arrive("e", P[:18] + [36]), finish("d"), arrive("f", P[:21]),
+                 finish("e"), arrive("g", P[:12] + [50, 51]), arrive("h", P[:19])],
+            ))
     for num_blocks in (23, 24):
         out.append(trace(
             f"sw_mamba_admission_cap_{num_blocks}",
