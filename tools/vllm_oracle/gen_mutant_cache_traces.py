@@ -86,8 +86,28 @@ def traces():
         "block to free",
         plan({"l0": attn("SlidingWindowSpec", 1, window=3)}, 1, 40),
         [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
-         arrive("c", P[:6]), decode("c", [32])],
+         arrive("c", P[:6]), decode("c", [32]), arrive("d", [60, 61, 62]), decode("d", [63, 64])],
     ))
+    # b skips reading the cache, so its first block duplicates a's; c's allocation evicts
+    # a's; d still hits b's copy (vLLM 0.26 caches several blocks under one hash)
+    for name, layers, num_blocks in (
+        ("full", {"l0": attn("FullAttentionSpec", 4)}, 7),
+        ("full2_sw", {"f0": attn("FullAttentionSpec", 4), "f1": attn("FullAttentionSpec", 4),
+                      "f2": attn("FullAttentionSpec", 4), "f3": attn("FullAttentionSpec", 4),
+                      "s0": attn("SlidingWindowSpec", 4, window=5),
+                      "s1": attn("SlidingWindowSpec", 4, window=5)}, 19),
+    ):
+        out.append(trace(
+            f"{name}_child_cached_parent_evicted",
+            "a duplicate block is cached under the same hash, so evicting the first copy "
+            "leaves the hash cached",
+            plan(layers, 4, num_blocks),
+            [arrive("a", P[:5]), finish("a"),
+             arrive("b", P[:9], skip_reading_prefix_cache=True),
+             arrive("c", [70 + i for i in range(9)]), arrive("d", P[:13]), finish("c"),
+             retry("d")],
+            reserve_full_isl=False,
+        ))
     # several KV cache groups of one spec: 4 full + 2 sliding layers make two full-attention
     # groups of 2 layers (and the reverse, two sliding groups); hits are looked up in both
     # groups of a batch at once, and a pool this tight evicts one group's block before the
