@@ -88,6 +88,14 @@ def traces():
         [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
          arrive("c", P[:6]), decode("c", [32]), arrive("d", [60, 61, 62]), decode("d", [63, 64])],
     ))
+    out.append(trace(
+        "eagle_full_block_size_1",
+        "EAGLE drops the last matched block even when the hit is one token (block size 1)",
+        plan({"l0": attn("FullAttentionSpec", 1)}, 1, 40,
+             spec={"method": "eagle", "num_speculative_tokens": 1}),
+        [arrive("a", [1, 2, 3]), finish("a"), arrive("b", [1, 9, 9]), arrive("c", [1, 2, 8]),
+         decode("c", [5]), arrive("d", [1, 2, 8, 5, 6])],
+    ))
     # b skips reading the cache, so its first block duplicates a's; c's allocation evicts
     # a's; d still hits b's copy (vLLM 0.26 caches several blocks under one hash)
     for name, layers, num_blocks in (
