@@ -11,6 +11,7 @@ from __future__ import annotations
 # traces replayed through vLLM 0.26's own KVCacheManager (tools/vllm_oracle)
 _CACHE_TESTS = (
     "tests/test_cache_oracle_mutants.py",
+    "tests/test_cache_manager_defaults.py",
     "tests/test_cache_golden.py",
     "tests/test_cache_errors.py",
     "tests/test_cache_limits.py",

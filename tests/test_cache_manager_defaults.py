@@ -1,0 +1,61 @@
+"""``KVCacheManager``'s keyword defaults are vLLM's (issue 24's mutation round).
+
+The replay passes every argument, so nothing else reads the defaults; a caller of the
+public class gets them. Expected values: vLLM 0.26's ``KVCacheManager.__init__``
+(``vllm/v1/core/kv_cache_manager.py``: ``max_in_flight_tokens=None`` falling back to
+``max_model_len``, ``enable_caching=True``, ``use_eagle=False``, ``log_stats=False``,
+``enable_kv_cache_events=False``, ``watermark=0.0``), its ``envs.py``
+(``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` defaults to ``"1"``) and vLLM 0.34's
+(``num_hash_lookahead_tokens=0``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from kvpure.cache import KVCacheManager, get_cache_rules, parse_trace, replay_config_from_plan_input
+from kvpure.cache.windowed import SlidingWindowManager
+from kvpure.specs import SlidingWindowSpec
+from tests.conftest import GOLDEN_026
+
+# one full-attention and one sliding-window group
+HYBRID = GOLDEN_026 / "cache_replay" / "hybrid_full_sliding_window.json"
+
+
+def _manager() -> KVCacheManager:
+    trace = parse_trace(json.loads(HYBRID.read_text(encoding="utf-8"))["trace"])
+    config = replay_config_from_plan_input(trace.plan_input)
+    return KVCacheManager(
+        kv_cache_config=config.kv_cache_config,
+        max_model_len=config.max_model_len,
+        scheduler_block_size=config.scheduler_block_size,
+        hash_block_size=config.hash_block_size,
+        rules=get_cache_rules("0.26"),
+    )
+
+
+def test_the_keyword_defaults_are_vllms() -> None:
+    manager = _manager()
+    pool = manager.block_pool
+    assert manager.enable_caching is True
+    assert pool.enable_caching is True
+    assert manager.coordinator.kind == "HybridKVCacheCoordinator"  # caching on, two groups
+    assert manager.log_stats is False
+    assert manager.make_prefix_cache_stats() is None
+    assert manager.enable_kv_cache_events is False
+    assert pool.enable_kv_cache_events is False
+    assert manager.watermark_blocks == 0
+    assert pool.use_int_block_hashes is True
+    assert pool.num_hash_lookahead_tokens == 0
+    assert manager.coordinator.eagle_group_ids == set()
+    assert not any(m.use_eagle for m in manager.coordinator.managers)
+
+
+def test_max_in_flight_tokens_falls_back_to_max_model_len() -> None:
+    manager = _manager()
+    (sliding,) = [m for m in manager.coordinator.managers if isinstance(m, SlidingWindowManager)]
+    spec = sliding.kv_cache_spec
+    assert isinstance(spec, SlidingWindowSpec)
+    # the admission cap of a sliding window is computed from max_in_flight_tokens
+    expected = spec.max_admission_blocks_per_request(manager.max_model_len, manager.max_model_len)
+    assert sliding.max_admission_blocks_per_request == expected
