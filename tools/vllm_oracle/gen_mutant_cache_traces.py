@@ -143,6 +143,15 @@ def traces():
             ))
     for num_blocks in (23, 24):
         out.append(trace(
+            f"chunk_mamba_admission_cap_{num_blocks}",
+            "the chunked-local group's admission cap (ChunkedLocalAttentionSpec."
+            "max_admission_blocks_per_request) binds in the full-sequence gate, as below",
+            plan({"l0": mamba(4, "align"), "l1": attn("ChunkedLocalAttentionSpec", 4, chunk=8),
+                  "l2": attn("FullAttentionSpec", 4)}, 4, num_blocks, mode="align"),
+            [arrive("a", P[:20]), arrive("b", [50] + P[:20]), finish("a"), retry("b")],
+            overrides={"max_in_flight_tokens": 2},
+        ))
+        out.append(trace(
             f"sw_mamba_admission_cap_{num_blocks}",
             "the sliding-window group's admission cap (SlidingWindowSpec."
             "max_admission_blocks_per_request) binds in the full-sequence gate: the Mamba "
