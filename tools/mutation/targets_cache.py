@@ -12,6 +12,7 @@ from __future__ import annotations
 _CACHE_TESTS = (
     "tests/test_cache_oracle_mutants.py",
     "tests/test_cache_manager_defaults.py",
+    "tests/test_cache_refused_groups.py",
     "tests/test_cache_golden.py",
     "tests/test_cache_errors.py",
     "tests/test_cache_limits.py",
