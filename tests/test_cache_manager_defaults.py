@@ -6,14 +6,24 @@ public class gets them. Expected values: vLLM 0.26's ``KVCacheManager.__init__``
 ``max_model_len``, ``enable_caching=True``, ``use_eagle=False``, ``log_stats=False``,
 ``enable_kv_cache_events=False``, ``watermark=0.0``), its ``envs.py``
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` defaults to ``"1"``) and vLLM 0.34's
-(``num_hash_lookahead_tokens=0``).
+(``num_hash_lookahead_tokens=0``, also ``KVCacheCoordinator``'s in
+``vllm/v1/core/kv_cache_coordinator.py``). The usage is the golden's last record's.
 """
 
 from __future__ import annotations
 
 import json
 
-from kvpure.cache import KVCacheManager, get_cache_rules, parse_trace, replay_config_from_plan_input
+import pytest
+
+from kvpure.cache import (
+    CacheReplay,
+    KVCacheCoordinator,
+    KVCacheManager,
+    get_cache_rules,
+    parse_trace,
+    replay_config_from_plan_input,
+)
 from kvpure.cache.windowed import SlidingWindowManager
 from kvpure.specs import SlidingWindowSpec
 from tests.conftest import GOLDEN_026
@@ -22,8 +32,11 @@ from tests.conftest import GOLDEN_026
 HYBRID = GOLDEN_026 / "cache_replay" / "hybrid_full_sliding_window.json"
 
 
+GOLDEN = json.loads(HYBRID.read_text(encoding="utf-8"))
+
+
 def _manager() -> KVCacheManager:
-    trace = parse_trace(json.loads(HYBRID.read_text(encoding="utf-8"))["trace"])
+    trace = parse_trace(GOLDEN["trace"])
     config = replay_config_from_plan_input(trace.plan_input)
     return KVCacheManager(
         kv_cache_config=config.kv_cache_config,
@@ -59,3 +72,33 @@ def test_max_in_flight_tokens_falls_back_to_max_model_len() -> None:
     # the admission cap of a sliding window is computed from max_in_flight_tokens
     expected = spec.max_admission_blocks_per_request(manager.max_model_len, manager.max_model_len)
     assert sliding.max_admission_blocks_per_request == expected
+
+
+def test_the_coordinator_hashes_without_lookahead_by_default() -> None:
+    trace = parse_trace(GOLDEN["trace"])
+    config = replay_config_from_plan_input(trace.plan_input)
+    coordinator = KVCacheCoordinator(
+        kv_cache_config=config.kv_cache_config,
+        max_model_len=config.max_model_len,
+        max_in_flight_tokens=config.max_in_flight_tokens,
+        use_eagle=False,
+        enable_caching=True,
+        enable_kv_cache_events=False,
+        scheduler_block_size=config.scheduler_block_size,
+        hash_block_size=config.hash_block_size,
+        use_int_block_hashes=True,
+        rules=get_cache_rules("0.26"),
+    )
+    assert coordinator.block_pool.num_hash_lookahead_tokens == 0
+    assert coordinator.enable_caching is True
+
+
+def test_the_managers_usage_is_the_pools() -> None:
+    trace = parse_trace(GOLDEN["trace"], vllm_version="0.26")
+    config = replay_config_from_plan_input(trace.plan_input)
+    engine = CacheReplay(config, trace.replay)
+    for index, op in enumerate(trace.ops):
+        engine.apply(op, index)
+    want = GOLDEN["records"][-1]["pool"]["usage"]  # vLLM 0.26's block_pool.get_usage()
+    assert want > 0
+    assert engine.manager.usage == pytest.approx(want, rel=1e-12)

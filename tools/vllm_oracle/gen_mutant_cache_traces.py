@@ -89,6 +89,14 @@ def traces():
          arrive("c", P[:6]), decode("c", [32]), arrive("d", [60, 61, 62]), decode("d", [63, 64])],
     ))
     out.append(trace(
+        "full_block_size_1_report_full",
+        "a one-token hit (block size 1) of a request reporting in 'full' mode re-announces "
+        "its cached block",
+        plan({"l0": attn("FullAttentionSpec", 1)}, 1, 40),
+        [arrive("a", [1, 2, 3]), finish("a"), arrive("b", [1, 9, 9], kv_cache_report_mode="full"),
+         arrive("c", [1, 2, 8], kv_cache_report_mode="full")],
+    ))
+    out.append(trace(
         "eagle_full_block_size_1",
         "EAGLE drops the last matched block even when the hit is one token (block size 1)",
         plan({"l0": attn("FullAttentionSpec", 1)}, 1, 40,
