@@ -4,7 +4,8 @@ The replay passes every argument, so nothing else reads the defaults; a caller o
 public class gets them. Expected values: vLLM 0.26's ``KVCacheManager.__init__``
 (``vllm/v1/core/kv_cache_manager.py``: ``max_in_flight_tokens=None`` falling back to
 ``max_model_len``, ``enable_caching=True``, ``use_eagle=False``, ``log_stats=False``,
-``enable_kv_cache_events=False``, ``watermark=0.0``), its ``envs.py``
+``enable_kv_cache_events=False``, ``watermark=0.0``; ``allocate_slots``'s
+``num_lookahead_tokens=0``), its ``envs.py``
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` defaults to ``"1"``) and vLLM 0.34's
 (``num_hash_lookahead_tokens=0``, also ``KVCacheCoordinator``'s in
 ``vllm/v1/core/kv_cache_coordinator.py``). The usage is the golden's last record's.
@@ -24,7 +25,9 @@ from kvpure.cache import (
     parse_trace,
     replay_config_from_plan_input,
 )
+from kvpure.cache.request import CacheRequest
 from kvpure.cache.windowed import SlidingWindowManager
+from kvpure.hashing import HashRequest, HashScheme
 from kvpure.specs import SlidingWindowSpec
 from tests.conftest import GOLDEN_026
 
@@ -102,3 +105,21 @@ def test_the_managers_usage_is_the_pools() -> None:
     want = GOLDEN["records"][-1]["pool"]["usage"]  # vLLM 0.26's block_pool.get_usage()
     assert want > 0
     assert engine.manager.usage == pytest.approx(want, rel=1e-12)
+
+
+def test_allocate_slots_reserves_no_lookahead_by_default() -> None:
+    manager = _manager()
+    config = replay_config_from_plan_input(parse_trace(GOLDEN["trace"]).plan_input)
+    scheme = HashScheme.from_seed(
+        algorithm=config.hash_fn, block_size=config.hash_block_size, seed="0"
+    )
+    block_size = config.scheduler_block_size
+    request = CacheRequest(
+        request_id="r",
+        hash_request=HashRequest(prompt_token_ids=tuple(range(block_size))),
+        scheme=scheme,
+    )
+    new_blocks = manager.allocate_slots(request, block_size)
+    assert new_blocks is not None
+    # one block a group for one block of tokens; a lookahead token would need a second
+    assert [len(blocks) for blocks in new_blocks] == [1] * len(new_blocks)
