@@ -61,13 +61,12 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
             "coordinator",
         )
     },
-    # the window managers: vLLM's own managers replayed the traces these files hold (0.26's
-    # hand-made and random ones, 0.34's random ones), plus the sliding-window golden
+    # the window managers (no release differences in them): vLLM 0.26's own manager
+    # replayed the traces these files hold (hand-made and random), plus the goldens
     "kvpure/cache/windowed.py": (
         "tests/test_cache_oracle_mutants.py",
         "tests/test_cache_golden.py",
         "tests/test_cache_oracle.py",
-        "tests/test_cache_oracle_034.py",
     ),
     # the seen-set count: checked against the unbounded replay (itself checked against
     # vLLM by the cache oracle) on many workloads, and the cap's refusals
