@@ -108,6 +108,9 @@ def test_replay_agrees_with_vllm(name: str, monkeypatch: pytest.MonkeyPatch) -> 
     if any(op["op"] == "preempt" for op in case["trace"]["ops"]):
         _same(_replay_with_preemptions(case["trace"]), case["vllm"]["records"], f"{name}.records")
         return
-    got = replay_trace(case["trace"], vllm_version="0.26")
+    got: Any = replay_trace(case["trace"], vllm_version="0.26")
+    config = got["kv_cache_config"]
+    assert config["coordinator"] == case["vllm"]["coordinator"]
+    assert [group["manager"] for group in config["kv_cache_groups"]] == case["vllm"]["managers"]
     _same(got["records"], case["vllm"]["records"], f"{name}.records")
     _same(got["final_state"], case["vllm"]["final_state"], f"{name}.final_state")

@@ -241,7 +241,10 @@ def run_one(trace_obj, records_wanted=True):
     if not records_wanted:
         return {"records": [], "final_state": None}
     return {"records": records,
-            "final_state": {"requests": {k: snapshot(r) for k, r in reqs.items()}, "pool": pool()}}
+            "final_state": {"requests": {k: snapshot(r) for k, r in reqs.items()}, "pool": pool()},
+            # the classes vLLM picked (the goldens' kv_cache_config "coordinator"/"manager")
+            "coordinator": type(manager.coordinator).__name__,
+            "managers": [type(m).__name__ for m in manager.coordinator.single_type_managers]}
 
 
 if __name__ == "__main__":

@@ -104,6 +104,17 @@ def traces():
         [arrive("a", [1, 2, 3]), finish("a"), arrive("b", [1, 9, 9]), arrive("c", [1, 2, 8]),
          decode("c", [5]), arrive("d", [1, 2, 8, 5, 6])],
     ))
+    for name, layers in (
+        ("full", {"l0": attn("FullAttentionSpec", 4)}),
+        ("full_sw", {"l0": attn("FullAttentionSpec", 4), "l1": attn("SlidingWindowSpec", 4, window=5)}),
+    ):
+        out.append(trace(
+            f"nocache_{name}",
+            "prefix caching off: vLLM's KVCacheCoordinatorNoPrefixCache, no hits, no hashes",
+            plan(layers, 4, 30, caching=False),
+            [arrive("a", P[:10]), decode("a", [30, 31]), finish("a"), arrive("b", P[:12]),
+             decode("b", [32])],
+        ))
     # b skips reading the cache, so its first block duplicates a's; c's allocation evicts
     # a's; d still hits b's copy (vLLM 0.26 caches several blocks under one hash)
     for name, layers, num_blocks in (
