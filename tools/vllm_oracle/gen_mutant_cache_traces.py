@@ -87,7 +87,7 @@ def traces():
         plan({"l0": attn("SlidingWindowSpec", 1, window=3)}, 1, 40),
         [arrive("a", P[:5]), decode("a", [30, 31]), arrive("b", P[:4] + [40]), finish("a"),
          arrive("c", P[:6]), decode("c", [32]), arrive("d", [60, 61, 62]), decode("d", [63, 64]),
-         arrive("e", [80]), decode("e", [81, 82, 83])],
+         arrive("e", [80]), decode("e", [81]), decode("e", [82]), decode("e", [83])],
     ))
     out.append(trace(
         "full_block_size_1_report_full",
