@@ -116,6 +116,23 @@ def traces():
             [arrive("a", P[:10]), decode("a", [30, 31]), finish("a"), arrive("b", P[:12]),
              decode("b", [32])],
         ))
+    # a sliding window of 4-token blocks beside full attention of 16-token blocks (equal
+    # pages): the scheduler block is 16, so only the last blocks before each 16-token
+    # boundary can serve a hit and only those are cached (reachable_block_mask); EAGLE
+    # shifts them by one block
+    q = list(range(1, 60))
+    for eagle in (False, True):
+        for window in (3, 5, 9):
+            out.append(trace(
+                f"full16_sw4_w{window}{'_eagle' if eagle else ''}",
+                "a sliding-window group whose blocks are a quarter of the scheduler block: "
+                "only the blocks a later hit can reach are cached",
+                plan({"l0": attn("FullAttentionSpec", 16, head=8),
+                      "l1": attn("SlidingWindowSpec", 4, head=32, window=window)}, 4, 60, mml=48,
+                     spec={"method": "eagle", "num_speculative_tokens": 1} if eagle else None),
+                [arrive("a", q[:40]), decode("a", [90, 91]), finish("a"), arrive("b", q[:38]),
+                 arrive("c", q[:33] + [7]), finish("b"), arrive("d", q[:47])],
+            ))
     # b skips reading the cache, so its first block duplicates a's; c's allocation evicts
     # a's; d still hits b's copy (vLLM 0.26 caches several blocks under one hash)
     for name, layers, num_blocks in (
