@@ -133,6 +133,23 @@ def traces():
                 [arrive("a", q[:40]), decode("a", [90, 91]), finish("a"), arrive("b", q[:38]),
                  arrive("c", q[:33] + [7]), finish("b"), arrive("d", q[:47])],
             ))
+    # the same mask where full attention's block is the hash block: a second sliding
+    # window of 16-token blocks makes the scheduler block 16; e and g compute less than
+    # one scheduler block, so nothing of theirs is cached
+    for eagle in (False, True):
+        for window in (3, 5):
+            out.append(trace(
+                f"full4_sw4_sw16_w{window}{'_eagle' if eagle else ''}",
+                "sliding-window blocks a quarter of the scheduler block, beside full "
+                "attention at the hash block size; requests shorter than a scheduler block",
+                plan({"f": attn("FullAttentionSpec", 4, head=32),
+                      "s": attn("SlidingWindowSpec", 4, head=32, window=window),
+                      "t": attn("SlidingWindowSpec", 16, head=8, window=20)}, 4, 80, mml=48,
+                     spec={"method": "eagle", "num_speculative_tokens": 1} if eagle else None),
+                [arrive("a", q[:40]), decode("a", [90, 91]), finish("a"), arrive("b", q[:38]),
+                 arrive("c", q[:33] + [7]), finish("b"), arrive("d", q[:47]),
+                 arrive("e", q[:6]), arrive("g", q[:7])],
+            ))
     # b skips reading the cache, so its first block duplicates a's; c's allocation evicts
     # a's; d still hits b's copy (vLLM 0.26 caches several blocks under one hash)
     for name, layers, num_blocks in (
