@@ -137,7 +137,7 @@ def traces():
     # window of 16-token blocks makes the scheduler block 16; e and g compute less than
     # one scheduler block, so nothing of theirs is cached
     for eagle in (False, True):
-        for window in (3, 5):
+        for window in (3, 5, 11):  # 11: EAGLE's run of blocks is the whole segment
             out.append(trace(
                 f"full4_sw4_sw16_w{window}{'_eagle' if eagle else ''}",
                 "sliding-window blocks a quarter of the scheduler block, beside full "
