@@ -5,7 +5,8 @@ public class gets them. Expected values: vLLM 0.26's ``KVCacheManager.__init__``
 (``vllm/v1/core/kv_cache_manager.py``: ``max_in_flight_tokens=None`` falling back to
 ``max_model_len``, ``enable_caching=True``, ``use_eagle=False``, ``log_stats=False``,
 ``enable_kv_cache_events=False``, ``watermark=0.0``; ``allocate_slots``'s
-``num_lookahead_tokens=0``), its ``envs.py``
+``num_lookahead_tokens=0`` and ``has_scheduled_reqs=True``, so a waiting request keeps
+the watermark free), its ``envs.py``
 (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` defaults to ``"1"``) and vLLM 0.34's
 (``num_hash_lookahead_tokens=0``, also ``KVCacheCoordinator``'s in
 ``vllm/v1/core/kv_cache_coordinator.py``). The usage is the golden's last record's.
@@ -38,9 +39,18 @@ HYBRID = GOLDEN_026 / "cache_replay" / "hybrid_full_sliding_window.json"
 GOLDEN = json.loads(HYBRID.read_text(encoding="utf-8"))
 
 
-def _manager() -> KVCacheManager:
+def _manager(watermark: float | None = None) -> KVCacheManager:
     trace = parse_trace(GOLDEN["trace"])
     config = replay_config_from_plan_input(trace.plan_input)
+    if watermark is not None:
+        return KVCacheManager(
+            kv_cache_config=config.kv_cache_config,
+            max_model_len=config.max_model_len,
+            scheduler_block_size=config.scheduler_block_size,
+            hash_block_size=config.hash_block_size,
+            rules=get_cache_rules("0.26"),
+            watermark=watermark,
+        )
     return KVCacheManager(
         kv_cache_config=config.kv_cache_config,
         max_model_len=config.max_model_len,
@@ -105,6 +115,28 @@ def test_the_managers_usage_is_the_pools() -> None:
     want = GOLDEN["records"][-1]["pool"]["usage"]  # vLLM 0.26's block_pool.get_usage()
     assert want > 0
     assert engine.manager.usage == pytest.approx(want, rel=1e-12)
+
+
+def _one_block_request() -> CacheRequest:
+    config = replay_config_from_plan_input(parse_trace(GOLDEN["trace"]).plan_input)
+    scheme = HashScheme.from_seed(
+        algorithm=config.hash_fn, block_size=config.hash_block_size, seed="0"
+    )
+    return CacheRequest(
+        request_id="r",
+        hash_request=HashRequest(prompt_token_ids=tuple(range(config.scheduler_block_size))),
+        scheme=scheme,
+    )
+
+
+def test_a_waiting_request_keeps_the_watermark_free_by_default() -> None:
+    # nearly the whole pool is watermark: a waiting request is refused while others run
+    request = _one_block_request()
+    assert _manager(watermark=0.99).allocate_slots(request, request.num_tokens) is None
+    alone = _manager(watermark=0.99).allocate_slots(
+        request, request.num_tokens, has_scheduled_reqs=False
+    )
+    assert alone is not None
 
 
 def test_allocate_slots_reserves_no_lookahead_by_default() -> None:
