@@ -90,6 +90,14 @@ def traces():
          arrive("e", [80]), decode("e", [81]), decode("e", [82]), decode("e", [83])],
     ))
     out.append(trace(
+        "chunk_block_size_1",
+        "chunked local attention with one token a block: a one-token prompt can hit "
+        "nothing (its lookup length is 0), longer prompts skip the earlier chunks",
+        plan({"l0": attn("ChunkedLocalAttentionSpec", 1, chunk=2)}, 1, 40),
+        [arrive("a", [5]), finish("a"), arrive("b", [5]), arrive("c", [5, 6, 7, 8, 9]),
+         finish("c"), arrive("d", [5, 6, 7, 8, 10])],
+    ))
+    out.append(trace(
         "full_block_size_1_report_full",
         "a one-token hit (block size 1) of a request reporting in 'full' mode re-announces "
         "its cached block",
