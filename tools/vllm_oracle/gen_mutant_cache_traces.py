@@ -15,6 +15,7 @@ apply it.
 """
 
 import json
+import random
 import sys
 
 from gen_cache_traces import attn, mamba
@@ -244,6 +245,51 @@ def traces():
                 preemptions,
                 watermark=watermark,
             ))
+    out.extend(random_mask_traces(random.Random(7), 16))
+    return out
+
+
+def random_mask_traces(rng, count):
+    """Random ops on the mask shapes above (small pools: evictions inside segments)."""
+    out = []
+    for n in range(count):
+        eagle = n % 2 == 1
+        window = rng.choice([3, 5, 9, 11])
+        layers = {"f": attn("FullAttentionSpec", 4, head=32),
+                  "s": attn("SlidingWindowSpec", 4, head=32, window=window),
+                  "t": attn("SlidingWindowSpec", 16, head=8, window=20)}
+        prefixes = [[rng.randint(0, 50) for _ in range(46)] for _ in range(2)]
+        ops, live, lengths, rid = [], [], {}, 0
+        for _ in range(rng.randint(8, 18)):
+            r = rng.random()
+            if r < 0.45 or not live:
+                length = rng.randint(1, 44)
+                cut = rng.randint(length // 2, length)
+                prompt = rng.choice(prefixes)[:cut] + [rng.randint(51, 99) for _ in range(length - cut)]
+                ops.append(arrive(f"r{rid}", prompt))
+                live.append(f"r{rid}")
+                lengths[f"r{rid}"] = length
+                rid += 1
+            elif r < 0.7:
+                who = rng.choice(live)
+                k = min(rng.randint(1, 5), 46 - lengths[who])
+                if k > 0:
+                    lengths[who] += k
+                    ops.append(decode(who, [rng.randint(0, 99) for _ in range(k)]))
+            elif r < 0.8:
+                ops.append(retry(rng.choice(live)))
+            else:
+                who = rng.choice(live)
+                live.remove(who)
+                ops.append(finish(who))
+        out.append(trace(
+            f"random_mask_{n}{'_eagle' if eagle else ''}",
+            "random ops on sliding-window blocks a quarter of the scheduler block (seed 7)",
+            plan(layers, 4, rng.randint(40, 60), mml=48,
+                 spec={"method": "eagle", "num_speculative_tokens": 1} if eagle else None),
+            ops,
+            reserve_full_isl=rng.random() < 0.5,
+        ))
     return out
 
 
