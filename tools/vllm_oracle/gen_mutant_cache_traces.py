@@ -245,7 +245,7 @@ def traces():
                 preemptions,
                 watermark=watermark,
             ))
-    out.extend(random_mask_traces(random.Random(7), 16))
+    out.extend(random_mask_traces(random.Random(7), 24))
     return out
 
 
@@ -253,11 +253,17 @@ def random_mask_traces(rng, count):
     """Random ops on the mask shapes above (small pools: evictions inside segments)."""
     out = []
     for n in range(count):
-        eagle = n % 2 == 1
+        # two batches (full 16 + sliding 4: one pass of the hit search, no EAGLE, whose
+        # lookahead caching differs) or three (full 4 + sliding 4 + sliding 16)
+        two = n % 3 == 2
+        eagle = n % 2 == 1 and not two
         window = rng.choice([3, 5, 9, 11])
         layers = {"f": attn("FullAttentionSpec", 4, head=32),
                   "s": attn("SlidingWindowSpec", 4, head=32, window=window),
                   "t": attn("SlidingWindowSpec", 16, head=8, window=20)}
+        if two:
+            layers = {"f": attn("FullAttentionSpec", 16, head=8),
+                      "s": attn("SlidingWindowSpec", 4, head=32, window=window)}
         prefixes = [[rng.randint(0, 50) for _ in range(46)] for _ in range(2)]
         ops, live, lengths, rid = [], [], {}, 0
         for _ in range(rng.randint(8, 18)):
@@ -285,7 +291,7 @@ def random_mask_traces(rng, count):
         out.append(trace(
             f"random_mask_{n}{'_eagle' if eagle else ''}",
             "random ops on sliding-window blocks a quarter of the scheduler block (seed 7)",
-            plan(layers, 4, rng.randint(40, 60), mml=48,
+            plan(layers, 4, rng.randint(24, 40) if two else rng.randint(40, 60), mml=48,
                  spec={"method": "eagle", "num_speculative_tokens": 1} if eagle else None),
             ops,
             reserve_full_isl=rng.random() < 0.5,
