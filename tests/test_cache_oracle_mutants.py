@@ -1,6 +1,6 @@
 """Hand-made traces against the real vLLM 0.26.0 KVCacheManager (issue 24's mutation round).
 
-``tests/data/vllm-0.26.0-oracle/cache_replay_mutants.json`` holds the traces of
+``tests/data/vllm-0.26.0-oracle/cache_replay_mutants.json.gz`` holds the traces of
 ``tools/vllm_oracle/gen_mutant_cache_traces.py`` and what vLLM 0.26.0's own manager
 did on each (``tools/vllm_oracle/cache_replay_vllm.py``). Each trace reaches a corner
 of the cache managers that the random traces of ``test_cache_oracle.py`` miss (its
@@ -13,6 +13,7 @@ blocks, no computed tokens, one more preemption, waiting again (a ``retry`` re-a
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import json
 import math
@@ -32,7 +33,7 @@ from tests.conftest import DATA_DIR
 replay_module = importlib.import_module("kvpure.cache.replay")
 
 ORACLE: dict[str, Any] = json.loads(
-    (DATA_DIR / "vllm-0.26.0-oracle" / "cache_replay_mutants.json").read_text(encoding="utf-8")
+    gzip.decompress((DATA_DIR / "vllm-0.26.0-oracle" / "cache_replay_mutants.json.gz").read_bytes())
 )
 CASES: dict[str, dict[str, Any]] = {case["trace"]["name"]: case for case in ORACLE["cases"]}
 

@@ -3,7 +3,7 @@
 ``python gen_mutant_cache_traces.py OUT.json`` writes the traces; replay them through
 the real vLLM 0.26.0 ``KVCacheManager`` with ``cache_replay_vllm.py OUT.json VLLM.json``
 and join the two with ``join_mutant_cases.py`` into
-``tests/data/vllm-0.26.0-oracle/cache_replay_mutants.json``
+``tests/data/vllm-0.26.0-oracle/cache_replay_mutants.json.gz``
 (read by ``tests/test_cache_oracle_mutants.py``).
 
 Each trace reaches a corner the random traces of ``gen_cache_traces.py`` do not:

@@ -4,6 +4,7 @@
 stops the join (every hand-made trace must replay).
 """
 
+import gzip
 import json
 import sys
 
@@ -18,6 +19,6 @@ meta = {"vllm_version": "0.26.0",
         "made_by": "python tools/vllm_oracle/gen_mutant_cache_traces.py, then cache_replay_vllm.py "
                    "(the real vLLM 0.26.0 KVCacheManager), joined by join_mutant_cases.py",
         "num_cases": len(cases)}
-with open(sys.argv[3], "w") as out:
-    json.dump({"meta": meta, "cases": cases}, out, indent=None, separators=(",", ":"))
-    out.write("\n")
+text = json.dumps({"meta": meta, "cases": cases}, separators=(",", ":")) + "\n"
+with open(sys.argv[3], "wb") as out:  # gzip without a timestamp: the same bytes each time
+    out.write(gzip.compress(text.encode(), mtime=0))
