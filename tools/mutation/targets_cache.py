@@ -71,6 +71,7 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
     # the seen-set count: checked against the unbounded replay (itself checked against
     # vLLM by the cache oracle) on many workloads, and the cap's refusals
     "kvpure/cache/unbounded.py": (
+        "tests/test_cache_unbounded_applies.py",
         "tests/test_cache_unbounded_limit.py",
         "tests/test_cache_unbounded_set.py",
     ),
