@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 from kvpure.cache import parse_trace, replay_config_from_plan_input
 from kvpure.cache.unbounded import seen_set_applies
-from kvpure.specs import FullAttentionSpec
+from kvpure.cache.workload import replay_config
+from kvpure.models.architectures import model_layout
+from kvpure.models.config import parse_model_config
+from kvpure.models.deployment import Deployment
+from kvpure.specs import FullAttentionSpec, SlidingWindowSpec
 from tests.conftest import GOLDEN_026
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HYBRID = GOLDEN_026 / "cache_replay" / "hybrid_full_sliding_window.json"
 FULL = GOLDEN_026 / "cache_replay" / "eviction_lru.json"
@@ -37,3 +44,14 @@ def test_one_full_attention_group_is_counted_unless_eagle_or_lookahead() -> None
     assert seen_set_applies(config)
     assert not seen_set_applies(replace(config, use_eagle=True))
     assert not seen_set_applies(replace(config, num_lookahead_tokens=1))
+
+
+def test_one_sliding_window_group_is_replayed() -> None:
+    # Mistral 7B v0.1: every layer slides (window 4096), one group, block = hash block
+    config = json.loads((ROOT / "examples" / "mistral_7b_v0_1.json").read_text(encoding="utf-8"))
+    layout = model_layout(parse_model_config(config))
+    replay = replay_config(layout, Deployment(kv_cache_memory_bytes=2**30, max_model_len=256))
+    (group,) = replay.kv_cache_config.kv_cache_groups
+    assert type(group.kv_cache_spec) is SlidingWindowSpec
+    assert group.kv_cache_spec.block_size == replay.hash_block_size
+    assert not seen_set_applies(replay)
