@@ -68,12 +68,13 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_cache_golden.py",
         "tests/test_cache_oracle.py",
     ),
-    # the seen-set count: checked against the unbounded replay (itself checked against
-    # vLLM by the cache oracle) on many workloads, and the cap's refusals
+    # the seen-set count: when it applies, checked against the unbounded replay (itself
+    # checked against vLLM by the cache oracle) on many workloads, and the cap's refusals
     "kvpure/cache/unbounded.py": (
         "tests/test_cache_unbounded_applies.py",
         "tests/test_cache_unbounded_limit.py",
         "tests/test_cache_unbounded_set.py",
+        "tests/test_cache_hash_trace.py",  # hash-id traces: the trace-block set
     ),
     "kvpure/cache/trace.py": _CACHE_TRACE_TESTS,
     "kvpure/cache/workload.py": (
