@@ -10,6 +10,9 @@ from __future__ import annotations
 # the replay's goldens (vLLM 0.26 and 0.34 logs), its typed errors, and the random
 # traces replayed through vLLM 0.26's own KVCacheManager (tools/vllm_oracle)
 _CACHE_TESTS = (
+    "tests/test_cache_oracle_mutants.py",
+    "tests/test_cache_manager_defaults.py",
+    "tests/test_cache_refused_groups.py",
     "tests/test_cache_golden.py",
     "tests/test_cache_errors.py",
     "tests/test_cache_limits.py",
@@ -18,6 +21,10 @@ _CACHE_TESTS = (
     "tests/test_cache_unbounded_limit.py",
     "tests/test_cache_mutants.py",
     "tests/test_cache_oracle.py",
+    # the releases' differences (0.33+'s Mamba refusal, lookahead hashes) and the random
+    # traces vLLM 0.34's own manager replayed (45 s: last)
+    "tests/test_cache_rules.py",
+    "tests/test_cache_oracle_034.py",
 )
 _CACHE_TRACE_TESTS = (*_CACHE_TESTS, "tests/test_cache_hash_trace.py")
 
@@ -52,10 +59,23 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
             "manager",
             "single_type",
             "coordinator",
-            "unbounded",
-            "windowed",
         )
     },
+    # the window managers (no release differences in them): vLLM 0.26's own manager
+    # replayed the traces these files hold (hand-made and random), plus the goldens
+    "kvpure/cache/windowed.py": (
+        "tests/test_cache_oracle_mutants.py",
+        "tests/test_cache_golden.py",
+        "tests/test_cache_oracle.py",
+    ),
+    # the seen-set count: when it applies, checked against the unbounded replay (itself
+    # checked against vLLM by the cache oracle) on many workloads, and the cap's refusals
+    "kvpure/cache/unbounded.py": (
+        "tests/test_cache_unbounded_applies.py",
+        "tests/test_cache_unbounded_limit.py",
+        "tests/test_cache_unbounded_set.py",
+        "tests/test_cache_hash_trace.py",  # hash-id traces: the trace-block set
+    ),
     "kvpure/cache/trace.py": _CACHE_TRACE_TESTS,
     "kvpure/cache/workload.py": (
         "tests/test_cache_workload.py",

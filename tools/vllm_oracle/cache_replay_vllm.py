@@ -28,7 +28,10 @@ from kvpure.interop.planning import render_kv_cache_spec  # noqa: E402
 def run_one(trace_obj, records_wanted=True):
     """vLLM's records and final state; with ``records_wanted=False`` the same calls (events
     and stats still taken after every op) without building records (the speed baseline)."""
-    trace = parse_trace(trace_obj, vllm_version="0.26")  # this oracle runs vLLM 0.26.0
+    # this oracle runs vLLM 0.26.0; kvpure's parser (for the config) does not know the
+    # oracle-only op "preempt"
+    known = [op for op in trace_obj["ops"] if op["op"] != "preempt"]
+    trace = parse_trace({**trace_obj, "ops": known}, vllm_version="0.26")
     rs = trace.replay
     os.environ["PYTHONHASHSEED"] = rs.pythonhashseed
     os.environ["VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"] = "1" if rs.use_int_block_hashes else "0"
@@ -48,6 +51,14 @@ def run_one(trace_obj, records_wanted=True):
     if hasattr(envs, "__getattr__") and hasattr(envs.__getattr__, "cache_clear"):
         envs.__getattr__.cache_clear()
     cfg = replay_config_from_plan_input(trace.plan_input)
+    # a trace may replace fields of the derived config that no trace can reach (the
+    # mutation round's direct-API cases, e.g. max_in_flight_tokens below max_model_len);
+    # kvpure's replay ignores the key, its test applies the same replacement
+    overrides = trace_obj.get("oracle_overrides") or {}
+    if overrides:
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, **overrides)
     groups = [
         KVCacheGroupSpec(
             list(g.layer_names),
@@ -199,6 +210,15 @@ def run_one(trace_obj, records_wanted=True):
         elif op == "retry":
             req = reqs[rid]
             outcome = admit(req) if req.status != RequestStatus.RUNNING else {"steps": pending(req)}
+        elif op == "preempt":
+            # oracle-only op (the mutation round's traces; kvpure's trace format has none):
+            # the manager-level steps of vLLM 0.26's Scheduler._preempt_request
+            req = reqs[rid]
+            manager.free(req)
+            req.status = RequestStatus.PREEMPTED
+            req.num_computed_tokens = 0
+            req.num_preemptions += 1
+            outcome = {"was": "running"}
         elif op == "finish":
             fin = reqs.pop(rid)
             was = "running" if fin.status == RequestStatus.RUNNING else "waiting"
@@ -221,7 +241,10 @@ def run_one(trace_obj, records_wanted=True):
     if not records_wanted:
         return {"records": [], "final_state": None}
     return {"records": records,
-            "final_state": {"requests": {k: snapshot(r) for k, r in reqs.items()}, "pool": pool()}}
+            "final_state": {"requests": {k: snapshot(r) for k, r in reqs.items()}, "pool": pool()},
+            # the classes vLLM picked (the goldens' kv_cache_config "coordinator"/"manager")
+            "coordinator": type(manager.coordinator).__name__,
+            "managers": [type(m).__name__ for m in manager.coordinator.single_type_managers]}
 
 
 if __name__ == "__main__":
