@@ -14,8 +14,9 @@ that the views aliasing it see the write and all other memory stays zero,
 checks that no view copied (same storage, data pointer inside the buffer,
 allocator growth equal to the buffers), and times the materialisation
 against one ``torch.zeros`` of the same total size. It prints a table and
-exits non-zero on any failure. Without CUDA it says so, runs the same checks
-on small plans on the CPU, and exits 0 if they pass.
+exits non-zero on any failure. Plans follow vLLM 0.26's layout (``RELEASE``).
+Without CUDA it says so, runs the same checks on small plans on the CPU, and
+exits 0 if they pass.
 """
 
 from __future__ import annotations
@@ -47,8 +48,12 @@ from kvpure_gpu import (
     bind_kv_cache_views,
     materialize_kv_cache,
 )
+from kvpure_gpu.single_backing import backing_size, uses_single_backing
 
 GiB = 1 << 30
+RELEASE = "0.26"
+"""The plans are vLLM 0.26's layout (a buffer per tensor), whose pages these checks locate
+in the raw bytes; 0.33+'s single backing is checked by ``tests/test_gpu_single_backing.py``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,7 +74,7 @@ def llama3_8b_like(max_model_len: int) -> Case:
     return Case(
         name="llama3-8b-like",
         layers=tuple((f"model.layers.{i}.self_attn.attn", spec) for i in range(32)),
-        settings=PlannerSettings(block_size=16, max_model_len=max_model_len),
+        settings=PlannerSettings(block_size=16, max_model_len=max_model_len, vllm_version=RELEASE),
     )
 
 
@@ -95,7 +100,7 @@ def gemma3_like(max_model_len: int) -> Case:
             (f"model.layers.{i}.self_attn.attn", full if (i + 1) % 6 == 0 else sliding)
             for i in range(48)
         ),
-        settings=PlannerSettings(block_size=16, max_model_len=max_model_len),
+        settings=PlannerSettings(block_size=16, max_model_len=max_model_len, vllm_version=RELEASE),
     )
 
 
@@ -126,7 +131,10 @@ def mamba_hybrid(max_model_len: int) -> Case:
             for i in range(32)
         ),
         settings=PlannerSettings(
-            block_size=528, enable_prefix_caching=False, max_model_len=max_model_len
+            block_size=528,
+            enable_prefix_caching=False,
+            max_model_len=max_model_len,
+            vllm_version=RELEASE,
         ),
     )
 
@@ -248,10 +256,21 @@ def _best_of(device: torch.device, fn: Callable[[], object], repeats: int = 3) -
     return best
 
 
+def planned_bytes(config: KVCacheConfig) -> int:
+    """The bytes ``allocate_kv_cache_buffers`` takes for ``config``: the one backing of a
+    vLLM 0.33+ plan (every tensor states its size), else each tensor's own buffer, packed
+    tensors sharing one."""
+    if uses_single_backing(config):
+        return backing_size(config)
+    packed = [t.size for t in config.kv_cache_tensors if t.block_stride > 0]
+    alone = sum(t.size for t in config.kv_cache_tensors if t.block_stride == 0)
+    return alone + (packed[0] if packed else 0)
+
+
 def run_case(case: Case, device: torch.device, budget_bytes: int, failures: list[str]) -> list[str]:
     num_failures = len(failures)
     config = plan(case, budget_bytes)
-    total = sum(t.size for t in config.kv_cache_tensors)  # no packed tensors in these plans
+    total = planned_bytes(config)
     t_mat = _best_of(device, lambda: materialize_kv_cache(config, device))
     t_zeros = _best_of(device, lambda: torch.zeros(total, dtype=torch.int8, device=device))
     before = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
