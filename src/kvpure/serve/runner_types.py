@@ -108,151 +108,51 @@ GENERATIVE_BY_REGISTRY_0_26: Final = frozenset(
     }
 )
 
-#: vLLM 0.33's registered architectures that run the pooling runner; their names
-#: end as generative ones or in no listed ending.
-POOLING_BY_REGISTRY_0_33: Final = frozenset(
-    {
-        "BertForMaskedLM",
+#: vLLM 0.33's registered pooling-runner architectures: 0.26's, with these registered
+#: and ``GritLM`` / ``PrithviGeoSpatialMAE`` no longer registered.
+POOLING_BY_REGISTRY_0_33: Final = (
+    POOLING_BY_REGISTRY_0_26
+    | {
         "ClefFlashForJointSchema",
         "ClefOmniForJointSchema",
-        "ColModernVBertForRetrieval",
-        "ColPaliForRetrieval",
-        "ColQwen3",
-        "ColQwen3_5",
         "ColUltraVBertForRetrieval",
-        "HF_ColBERT",
-        "JinaForRanking",
-        "JinaVLForRanking",
-        "RobertaForMaskedLM",
-        "Terratorch",
     }
-)
+) - {"GritLM", "PrithviGeoSpatialMAE"}
 
-#: vLLM 0.33's registered architectures that run the generate runner; their names
-#: end in a pooling ending (mostly ``Model``).
-GENERATIVE_BY_REGISTRY_0_33: Final = frozenset(
-    {
-        "BailingMoeV25MTPModel",
-        "BailingMoeV3MTPModel",
-        "ChatGLMModel",
-        "DFlash2BeamDraftModel",
-        "DFlash2DraftModel",
-        "DFlashDraftModel",
-        "DFlashMuseGlimmerAssistantModel",
-        "DFlashQwen3XPressModel",
-        "DSparkDraftModel",
-        "DSparkV41DraftModel",
-        "DeepSeekMTPModel",
-        "DeepSeekV4MTPModel",
-        "DeepseekV32MTPModel",
-        "DeepseekV3BidirectionalModel",
-        "Dots3NoteMTPModel",
-        "EagleDeepSeekMTPModel",
-        "ErnieMTPModel",
-        "Gemma2Model",
-        "Gemma4DSparkModel",
-        "Gemma4MTPModel",
-        "Glm4MoeLiteMTPModel",
-        "Glm4MoeMTPModel",
-        "Glm5NextMTPModel",
-        "GlmOcrMTPModel",
-        "InklingMTPModel",
-        "K3DSparkModel",
-        "KimiK3MTPModel",
-        "LiLiCorrDraftModel",
-        "LlamaModel",
-        "MiDashengLMModel",
-        "MiMoMTPModel",
-        "MiMoV2MTPModel",
-        "MiMoV2OmniMTPModel",
-        "MistralModel",
-        "MossAudioModel",
-        "MuseGlimmerAssistantModel",
-        "MuseSparkDSparkModel",
-        "OpenPanguMTPModel",
-        "PEagleDraftModel",
-        "ParseAuxMTPModel",
-        "Qwen2Model",
-        "Qwen2_5OmniModel",
-        "Qwen3DSparkModel",
-        "Qwen3OmniDSparkModel",
-        "Qwen3XPressModel",
-        "UltravoxModel",
-    }
-)
+#: vLLM 0.33's registered generate-runner architectures with pooling endings: 0.26's and
+#: the drafters and models registered since.
+GENERATIVE_BY_REGISTRY_0_33: Final = GENERATIVE_BY_REGISTRY_0_26 | {
+    "BailingMoeV3MTPModel",
+    "DFlash2BeamDraftModel",
+    "DFlash2DraftModel",
+    "DFlashMuseGlimmerAssistantModel",
+    "DFlashQwen3XPressModel",
+    "DSparkV41DraftModel",
+    "DeepseekV32MTPModel",
+    "DeepseekV3BidirectionalModel",
+    "Dots3NoteMTPModel",
+    "Glm5NextMTPModel",
+    "K3DSparkModel",
+    "KimiK3MTPModel",
+    "LiLiCorrDraftModel",
+    "MuseGlimmerAssistantModel",
+    "MuseSparkDSparkModel",
+    "ParseAuxMTPModel",
+    "Qwen3OmniDSparkModel",
+    "Qwen3XPressModel",
+}
 
-#: vLLM 0.34's registered architectures that run the pooling runner; their names
-#: end as generative ones or in no listed ending.
-POOLING_BY_REGISTRY_0_34: Final = frozenset(
-    {
-        "BertForMaskedLM",
-        "ClefFlashForJointSchema",
-        "ClefOmniForJointSchema",
-        "ColModernVBertForRetrieval",
-        "ColPaliForRetrieval",
-        "ColQwen3",
-        "ColQwen3_5",
-        "ColUltraVBertForRetrieval",
-        "HF_ColBERT",
-        "JinaForRanking",
-        "JinaVLForRanking",
-        "RobertaForMaskedLM",
-        "Terratorch",
-    }
-)
+#: vLLM 0.34's registered pooling-runner architectures: 0.33's unchanged.
+POOLING_BY_REGISTRY_0_34: Final = POOLING_BY_REGISTRY_0_33
 
-#: vLLM 0.34's registered architectures that run the generate runner; their names
-#: end in a pooling ending (mostly ``Model``).
-GENERATIVE_BY_REGISTRY_0_34: Final = frozenset(
-    {
-        "BailingMoeV25MTPModel",
-        "BailingMoeV3MTPModel",
-        "ChatGLMModel",
-        "DFlash2BeamDraftModel",
-        "DFlash2DraftModel",
+#: vLLM 0.34's registered generate-runner architectures with pooling endings: 0.33's, with
+#: four drafters registered and ``PEagleDraftModel`` no longer registered.
+GENERATIVE_BY_REGISTRY_0_34: Final = (
+    GENERATIVE_BY_REGISTRY_0_33
+    | {
         "DFlash2RicursiveDraftModel",
-        "DFlashDraftModel",
-        "DFlashMuseGlimmerAssistantModel",
-        "DFlashQwen3XPressModel",
-        "DSparkDraftModel",
         "DSparkMiniMaxDraftModel",
-        "DSparkV41DraftModel",
-        "DeepSeekMTPModel",
-        "DeepSeekV4MTPModel",
-        "DeepseekV32MTPModel",
-        "DeepseekV3BidirectionalModel",
-        "Dots3NoteMTPModel",
-        "EagleDeepSeekMTPModel",
-        "ErnieMTPModel",
-        "Gemma2Model",
-        "Gemma4DSparkModel",
-        "Gemma4MTPModel",
-        "Glm4MoeLiteMTPModel",
-        "Glm4MoeMTPModel",
-        "Glm5NextMTPModel",
-        "GlmOcrMTPModel",
-        "InklingMTPModel",
-        "K3DSparkModel",
-        "KimiK3MTPModel",
-        "LiLiCorrDraftModel",
-        "LlamaModel",
-        "MiDashengLMModel",
-        "MiMoMTPModel",
-        "MiMoV2MTPModel",
-        "MiMoV2OmniMTPModel",
         "MistralLarge4DSparkModel",
-        "MistralModel",
-        "MossAudioModel",
-        "MuseGlimmerAssistantModel",
-        "MuseSparkDSparkModel",
         "Nemotron3_5TranscribeMTPModel",
-        "OpenPanguMTPModel",
-        "ParseAuxMTPModel",
-        "Qwen2Model",
-        "Qwen2_5OmniModel",
-        "Qwen3DSparkModel",
-        "Qwen3OmniDSparkModel",
-        "Qwen3XPressModel",
-        "UltravoxModel",
     }
-)
+) - {"PEagleDraftModel"}
