@@ -254,7 +254,7 @@ def _pooled_runs(
     """The tasks over a pool of ``jobs`` processes: the actual runs dealt into one group per
     process, each group in one pass over the workload (:func:`_actual_runs`), every other
     task on its own; the outcomes in task order, as the serial path gives them."""
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
     actual = [t for t in tasks if t.kind == "actual"]
     groups = [group for group in (actual[i::jobs] for i in range(jobs)) if group]
@@ -275,8 +275,7 @@ def _pooled_runs(
         found: dict[_Task, _Outcome] = {}
         for future in grouped:
             found.update(future.result())
-        waiting: dict[_Task, Future[_Outcome]] = alone
-        return [found[t] if t in found else waiting[t].result() for t in tasks]
+        return [found[t] if t in found else alone[t].result() for t in tasks]
 
 
 def _actual_group(tasks: list[_Task]) -> dict[_Task, _Outcome]:
