@@ -8,11 +8,12 @@ Real templates render unchanged (the goldens of ``test_text_prompts.py``).
 
 from __future__ import annotations
 
-import time
+import tracemalloc
 from typing import Any
 
 import pytest
 
+from kvpure.text import budget
 from kvpure.text.budget import MAX_TEXT_CHARS, RENDER_SECONDS
 from kvpure.text.chat_template import ChatMessage, ChatTemplate
 from kvpure.text.errors import ChatTemplateError, PromptTooLongError, TokenizerError
@@ -80,14 +81,50 @@ AT_LOAD: dict[str, tuple[str, str]] = {
 }
 
 
+class _SteppingClock:
+    """A monotonic clock that moves 1/128 s (exact in binary) each time it is read, so a
+    render's time budget runs out after a known number of reads, whatever the machine's speed."""
+
+    STEP = 2.0**-7
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        self.now += self.STEP
+        return self.now
+
+
+# The bound a hostile render must stay under: the unbounded renders would build 1 GB or more.
+PEAK_BYTES = 64 * 2**20
+
+
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_a_hostile_template_stops_with_a_typed_error(name: str) -> None:
     source, words = HOSTILE[name]
     template = ChatTemplate(source, {}, where="t")
-    start = time.monotonic()
-    with pytest.raises(ChatTemplateError, match=words):
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChatTemplateError, match=words):
+            template.render(MESSAGES, where="w")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < PEAK_BYTES
+
+
+def test_the_time_budget_is_what_stops_an_endless_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clock is read when the render starts and then until the budget is spent: the
+    # render ends on the read that finds it spent, however fast the machine is.
+    clock = _SteppingClock()
+    monkeypatch.setattr(budget, "time", clock)
+    template = ChatTemplate(HOSTILE["nested range loops"][0], {}, where="t")
+    with pytest.raises(ChatTemplateError, match=f"past its {RENDER_SECONDS:g} s budget"):
         template.render(MESSAGES, where="w")
-    assert time.monotonic() - start < RENDER_SECONDS + 2
+    # start: 1 read (deadline = STEP + budget); the read at k * STEP first passes it.
+    assert clock.reads == RENDER_SECONDS / _SteppingClock.STEP + 2
 
 
 @pytest.mark.parametrize("name", list(AT_LOAD))
