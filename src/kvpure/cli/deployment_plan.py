@@ -26,6 +26,7 @@ from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.layout import ModelLayout
 from kvpure.models.planned_as import planned_as_note
+from kvpure.models.sentence_transformers import with_folder_modules
 from kvpure.report.capacity import CapacityReport
 from kvpure.report.model_plan import capacity_report, sweep
 from kvpure.report.text import SweepRow, render_report, render_sweep, report_to_json
@@ -247,7 +248,9 @@ def build_deployment_plan(
     named = options.get(VLLM_OPTION)
     options = split_release_options(options)
     hf_config = parse_model_config(config)
-    layout = model_layout(hf_config, architecture_as=architecture_as)
+    layout = with_folder_modules(
+        model_layout(hf_config, architecture_as=architecture_as), model_folder
+    )
     serve_options, memory_options = split_memory_options(options)
     estimated = "kv_cache_memory" not in options
     version = resolve_vllm_version(options.get(VLLM_OPTION))

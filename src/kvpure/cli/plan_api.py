@@ -28,6 +28,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.models.architectures import model_layout
 from kvpure.models.config import parse_model_config
 from kvpure.models.hf_cache import config_argument
+from kvpure.models.sentence_transformers import with_folder_modules
 
 __all__ = [
     "FLAG_NAMES",
@@ -160,7 +161,7 @@ def kv_memory_band_from_options(
     ``gpu_memory_utilization``, ``quantization``... as that command reads them).
     """
     hf_config = parse_model_config(config)
-    layout = model_layout(hf_config)
+    layout = with_folder_modules(model_layout(hf_config), model_folder)
     options = split_release_options(options)
     case = memory_case(hf_config, layout, options, model_folder=model_folder)
     budgets = [w.budget for w in case.workers]

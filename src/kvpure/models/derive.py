@@ -48,7 +48,7 @@ from kvpure.serve.rules import (
     default_async_scheduling,
     default_mamba_cache_mode,
     default_prefix_caching,
-    is_pooling_architecture,
+    is_pooling_runner,
     serve_rules,
     uses_model_runner_v2,
 )
@@ -290,7 +290,7 @@ def _async_scheduling(layout: ModelLayout, deployment: Deployment, rules: ServeR
         return deployment.async_scheduling
     return default_async_scheduling(
         rules,
-        pooling=is_pooling_architecture(rules, layout.architecture),
+        pooling=is_pooling_runner(rules, layout.architecture, layout.sentence_transformers_modules),
         speculative_method=deployment.speculative_method,
         pipeline_parallel_size=deployment.pipeline_parallel_size,
     )

@@ -201,6 +201,10 @@ class ModelLayout:
     """The KV cache dtype the checkpoint's ``quantization_config`` names
     (vLLM's ``get_kv_cache_quant_algo_string``: ``fp8_e4m3``, ``nvfp4``,
     ``auto``), None when it names none."""
+    sentence_transformers_modules: tuple[str, ...] = ()
+    """The module types the model folder's Sentence Transformers ``modules.json`` lists,
+    in order (:mod:`kvpure.models.sentence_transformers`); () without one. A pooling
+    module among them makes vLLM run the pooling runner whatever the architecture."""
 
     def __post_init__(self) -> None:
         _positive("num_hidden_layers", self.num_hidden_layers)

@@ -51,7 +51,7 @@ from kvpure.serve.rules import (
     MAMBA_PREFIX_CACHING_ARCHITECTURES,
     ServeRules,
     async_scheduling_refusal,
-    is_pooling_architecture,
+    is_pooling_runner,
     serve_rules,
     speculative_method_name,
 )
@@ -131,8 +131,9 @@ def batch_defaults(gpu: GPU, usage_context: str, rules: ServeRules) -> tuple[int
 
 
 def is_pooling_model(layout: ModelLayout, rules: ServeRules) -> bool:
-    """Whether the release runs the architecture with its pooling runner."""
-    return is_pooling_architecture(rules, layout.architecture)
+    """Whether the release runs the model with its pooling runner (its architecture, or a
+    Sentence Transformers pooling module in the model folder)."""
+    return is_pooling_runner(rules, layout.architecture, layout.sentence_transformers_modules)
 
 
 def _async_scheduling(layout: ModelLayout, flags: ServeFlags, rules: ServeRules) -> Setting:

@@ -42,6 +42,7 @@ __all__ = [
     "default_prefix_caching",
     "default_runner_type",
     "is_pooling_architecture",
+    "is_pooling_runner",
     "serve_rules",
     "uses_model_runner_v2",
 ]
@@ -127,6 +128,12 @@ class ServeRules:
       release registers whose model class runs the pooling / generate runner
       where the name's ending says otherwise (:func:`default_runner_type`;
       the lists per release: :mod:`kvpure.serve.runner_types`).
+    - ``sentence_transformers_pooling_modules``: the ``modules.json`` module
+      types that make vLLM run the pooling runner before it looks at the
+      architecture (vllm/transformers_utils/config.py ``get_pooling_config``,
+      ``_ST_POOLING_MODULE_TYPES``). 0.26: ``sentence_transformers.models.Pooling``
+      only; 0.33/0.34: also Sentence Transformers 5's
+      ``sentence_transformers.sentence_transformer.modules.pooling.Pooling``.
     """
 
     vllm_version: str
@@ -144,6 +151,9 @@ class ServeRules:
     extensible_kv_cache_by_default: bool = False
     pooling_by_registry: frozenset[str] = POOLING_BY_REGISTRY_0_26
     generative_by_registry: frozenset[str] = GENERATIVE_BY_REGISTRY_0_26
+    sentence_transformers_pooling_modules: frozenset[str] = frozenset(
+        {"sentence_transformers.models.Pooling"}
+    )
 
 
 SERVE_RULES_0_26: Final = ServeRules(vllm_version="0.26")
@@ -162,6 +172,8 @@ SERVE_RULES_0_33: Final = replace(
     yarn_factor_scales_max_model_len=False,
     pooling_by_registry=POOLING_BY_REGISTRY_0_33,
     generative_by_registry=GENERATIVE_BY_REGISTRY_0_33,
+    sentence_transformers_pooling_modules=SERVE_RULES_0_26.sentence_transformers_pooling_modules
+    | {"sentence_transformers.sentence_transformer.modules.pooling.Pooling"},
 )
 SERVE_RULES_0_34: Final = replace(
     SERVE_RULES_0_33,
@@ -209,6 +221,21 @@ def default_runner_type(rules: ServeRules, architecture: str) -> RunnerType:
 def is_pooling_architecture(rules: ServeRules, architecture: str) -> bool:
     """Whether vLLM runs ``architecture`` with its pooling runner (:func:`default_runner_type`)."""
     return default_runner_type(rules, architecture) == "pooling"
+
+
+def is_pooling_runner(
+    rules: ServeRules, architecture: str, module_types: tuple[str, ...] = ()
+) -> bool:
+    """Whether vLLM runs the model with its pooling runner (``--runner auto``).
+
+    ``module_types``: what the model folder's Sentence Transformers
+    ``modules.json`` lists. vLLM checks it first: a pooling module the release
+    knows means pooling whatever the architecture; else
+    :func:`is_pooling_architecture` decides.
+    """
+    if any(kind in rules.sentence_transformers_pooling_modules for kind in module_types):
+        return True
+    return is_pooling_architecture(rules, architecture)
 
 
 def speculative_method_name(method: str) -> str:
