@@ -135,3 +135,11 @@ def test_the_cli_prints_one_line_and_exits_2_on_a_bad_modules_json(tmp_path: Pat
     assert run.stdout == ""
     assert len(run.stderr.strip().splitlines()) == 1
     assert "modules.json[0].type" in run.stderr
+
+
+def test_the_bounds_themselves_are_read(tmp_path: Path) -> None:
+    (tmp_path / "modules.json").write_text(json.dumps([{"type": "t"}] * MAX_MODULES))
+    assert read_module_types(tmp_path) == ("t",) * MAX_MODULES
+    (tmp_path / "modules.json").write_text("[]".ljust(2**20))
+    assert read_module_types(tmp_path) == ()
+    assert read_module_types(tmp_path / "missing") == ()
