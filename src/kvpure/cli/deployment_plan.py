@@ -254,6 +254,10 @@ def build_deployment_plan(
     serve_options, memory_options = split_memory_options(options)
     estimated = "kv_cache_memory" not in options
     version = resolve_vllm_version(options.get(VLLM_OPTION))
+    if not estimated:
+        from kvpure.cli.plan_memory import check_memory_options
+
+        check_memory_options(hf_config, memory_options, version)
     # the memory profile's release counts only where the memory is estimated
     profile = _other_profile(options, version) if estimated else None
     header = release_line(version, memory_profile=profile, named=named)

@@ -48,7 +48,8 @@ FLAG_NAMES: Final = frozenset(
     | {VLLM_OPTION}
 )
 _SWITCH_NAMES: Final = frozenset(
-    {name for _, name, _, _ in SERVE_SWITCHES} | {"prefix_caching", "hybrid_kv_cache_manager"}
+    {name for _, name, _, _ in SERVE_SWITCHES}
+    | {"prefix_caching", "hybrid_kv_cache_manager", "enforce_eager", "flashinfer_sampler"}
 )
 _SIZES: Final = frozenset({"kv_cache_memory", "gpu_memory"})
 
@@ -66,6 +67,20 @@ def _text(name: str, value: str | int | float | bool | Sequence[int | str]) -> s
         return repr(value)
     if name != "kv_cache_memory":
         raise InvalidFieldError(field=name, value=value, reason="takes one value")
+    if not isinstance(value, (list, tuple)):
+        raise InvalidFieldError(
+            field=name,
+            value=type(value).__name__,
+            reason="must be bytes (an int), a size text such as '24GiB', or a list of them "
+            "(one per GPU)",
+        )
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (int, str)):
+            raise InvalidFieldError(
+                field=name,
+                value=type(item).__name__,
+                reason="lists one size per GPU: bytes (an int) or a text such as '24GiB'",
+            )
     return ",".join(_text(name, item) for item in value)
 
 
@@ -88,9 +103,29 @@ def _model(model: Mapping[str, object] | str | os.PathLike[str]) -> tuple[object
     """The parsed config.json and the folder of its weights (None for a mapping)."""
     if isinstance(model, Mapping):
         return dict(model), None
-    path = config_argument(os.fspath(model))
+    if not isinstance(model, (str, os.PathLike)):
+        raise InvalidFieldError(
+            field="model",
+            value=type(model).__name__,
+            reason="must be a config.json mapping, a path to config.json or its folder, "
+            "or a Hugging Face id in the local cache",
+        )
+    name = os.fspath(model)
+    if not isinstance(name, str):
+        raise InvalidFieldError(
+            field="model", value=type(name).__name__, reason="must be a text path, not bytes"
+        )
+    path = config_argument(name)
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
-    return read_json(path), folder
+    try:
+        return read_json(path), folder
+    except OSError as err:
+        raise InvalidFieldError(
+            field="model",
+            value=name,
+            reason=f"cannot be read ({err.strerror or type(err).__name__}); name an existing "
+            "config.json, its folder, or a Hugging Face id in the local cache",
+        ) from None
 
 
 def plan_deployment(

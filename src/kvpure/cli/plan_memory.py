@@ -55,6 +55,7 @@ __all__ = [
     "MEMORY_OPTIONS",
     "MemoryCase",
     "add_memory_options",
+    "check_memory_options",
     "given_memory_options",
     "memory_case",
     "memory_json",
@@ -159,6 +160,34 @@ def parse_utilization(text: str) -> float:
             reason="must be a fraction in (0, 1], e.g. 0.9",
         )
     return value
+
+
+def check_memory_options(
+    config: HFConfig, memory_texts: Mapping[str, str], vllm_version: str | None
+) -> None:
+    """The memory-estimate options given beside ``--kv-cache-memory``, checked.
+
+    vLLM then sizes the cache from the memory given and never reads these, but
+    its argument parser and config classes still refuse a bad value (a
+    ``--gpu-memory-utilization`` outside (0, 1], an unknown quantization), so
+    kvpure refuses the same inputs whether or not it estimates.
+    """
+    from kvpure.serve.memory import check_quantization
+
+    utilization = memory_texts.get("gpu_memory_utilization")
+    if utilization is not None:
+        parse_utilization(utilization)
+    for name, field in (
+        ("enforce_eager", "--enforce-eager"),
+        ("flashinfer_sampler", "--flashinfer-sampler"),
+    ):
+        text = memory_texts.get(name)
+        if text is not None:
+            parse_bool(text, field=field)
+    profile_version(memory_texts.get("memory_profile_version"), vllm_version)
+    quantization = memory_texts.get("quantization")
+    if quantization is not None:
+        check_quantization(config, quantization)
 
 
 def profile_version(text: str | None, vllm_version: str | None) -> str:

@@ -16,7 +16,7 @@ from typing import Final
 from pyrsistent import PMap
 
 from kvpure.errors import InvalidFieldError
-from kvpure.field_checks import check_optional_int
+from kvpure.field_checks import MAX_MEMORY_BYTES, check_int, check_optional_int
 from kvpure.runtime_types import typed_init
 from kvpure.settings import MAMBA_CACHE_MODES
 from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
@@ -115,6 +115,10 @@ def _check(field: str, value: int | None, minimum: int) -> None:
     check_optional_int(field, value, minimum=minimum)
 
 
+def _check_memory(field: str, value: int) -> None:
+    check_int(field, value, minimum=0, maximum=MAX_MEMORY_BYTES)
+
+
 def _check_choice(field: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise InvalidFieldError(
@@ -191,7 +195,7 @@ class Deployment:
         object.__setattr__(
             self, "vllm_version", normalize_vllm_version(self.vllm_version, field="vllm_version")
         )
-        _check("kv_cache_memory_bytes", self.kv_cache_memory_bytes, 0)
+        _check_memory("kv_cache_memory_bytes", self.kv_cache_memory_bytes)
         _check("block_size", self.block_size, 1)
         _check("max_model_len", self.max_model_len, 1)
         _check("tensor_parallel_size", self.tensor_parallel_size, 1)
@@ -204,7 +208,7 @@ class Deployment:
         if self.mamba_cache_mode is not None:
             _check_choice("mamba_cache_mode", self.mamba_cache_mode, MAMBA_CACHE_MODES)
         for memory in self.kv_cache_memory_per_gpu:
-            _check("kv_cache_memory_per_gpu", memory, 0)
+            _check_memory("kv_cache_memory_per_gpu", memory)
         _check("num_speculative_tokens", self.num_speculative_tokens, 1)
 
     def worker_memory(self, num_workers: int) -> tuple[int, ...]:

@@ -298,6 +298,18 @@ def _async_scheduling(layout: ModelLayout, deployment: Deployment, rules: ServeR
 
 def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> DerivedSpecs:
     """The per-worker specs and planner settings vLLM would use for this deployment."""
+    if not isinstance(layout, ModelLayout):
+        raise InvalidFieldError(
+            field="layout",
+            value=type(layout).__name__,
+            reason="must be a ModelLayout: kvpure.model_layout(kvpure.parse_model_config(data))",
+        )
+    if not isinstance(deployment, Deployment):
+        raise InvalidFieldError(
+            field="deployment",
+            value=type(deployment).__name__,
+            reason="must be a kvpure.Deployment",
+        )
     tp = deployment.tensor_parallel_size
     pp = deployment.pipeline_parallel_size
     rules = serve_rules(deployment.vllm_version)

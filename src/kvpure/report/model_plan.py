@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from kvpure.errors import KVPureError
+from kvpure.errors import InvalidFieldError, KVPureError
 from kvpure.models.deployment import Deployment
 from kvpure.models.derive import DerivedSpecs, derive_kv_cache_specs
 from kvpure.models.layout import ModelLayout
@@ -107,6 +107,10 @@ def capacity_report(
     layout: ModelLayout, deployment: Deployment, *, with_suggestion: bool = True
 ) -> CapacityReport:
     """The explained report of one deployment of a model."""
+    if not isinstance(with_suggestion, bool):
+        raise InvalidFieldError(
+            field="with_suggestion", value=with_suggestion, reason="must be True or False"
+        )
     derived, plan = plan_deployment(layout, deployment)
     report = build_capacity_report(plan, derived.available_memory, model=_summary(derived))
     if not with_suggestion:

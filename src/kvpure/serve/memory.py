@@ -41,6 +41,7 @@ from kvpure.serve.verdict import NOT_STARTING, largest_fitting_max_model_len
 from kvpure.versions import DEFAULT_VLLM_VERSION
 
 __all__ = [
+    "check_quantization",
     "BandOutcome",
     "GPUTotal",
     "MemoryBand",
@@ -148,6 +149,16 @@ def _int_setting(serve: ServeSettings, name: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
+def check_quantization(config: HFConfig, quantization: str) -> None:
+    """``--quantization``, refused as vLLM refuses it for this checkpoint (named as the flag)."""
+    try:
+        checkpoint_quantization(config, quantization)
+    except InvalidFieldError as err:
+        raise InvalidFieldError(
+            field="--quantization", value=quantization, reason=err.reason
+        ) from None
+
+
 def worker_memory(
     config: HFConfig,
     serve: ServeSettings,
@@ -171,12 +182,7 @@ def worker_memory(
     ``flashinfer_sampler``: top-k/top-p ran in FlashInfer (no larger sampler peak).
     """
     if quantization is not None:
-        try:
-            checkpoint_quantization(config, quantization)
-        except InvalidFieldError as err:
-            raise InvalidFieldError(
-                field="--quantization", value=quantization, reason=err.reason
-            ) from None
+        check_quantization(config, quantization)
     tp = _int_setting(serve, "tensor_parallel_size")
     pp = _int_setting(serve, "pipeline_parallel_size")
     ep = tp * serve.data_parallel_size if flags.enable_expert_parallel else 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
+from typing import Final
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
 from kvpure.field_checks import check_int
@@ -157,22 +158,28 @@ def nvfp4_kv_cache_full_dim(head_size: int) -> int:
     return head_size // 2 + head_size // 16
 
 
+MAX_SPEC_SIZE: Final = 2**40
+"""The largest size a spec field takes (a block size, head count, head size, window, page
+size in bytes): real ones are under 2**27; past 2**40 it is a mistake, refused."""
+
+
 def check_positive(field: str, value: int) -> None:
-    """Raise InvalidFieldError unless ``value`` is an int greater than zero."""
-    if type(value) is not int or value < 1:  # the common case answered without a call
-        check_int(field, value, minimum=1)
+    """Raise InvalidFieldError unless ``value`` is an int in ``[1, MAX_SPEC_SIZE]``."""
+    if type(value) is not int or not 1 <= value <= MAX_SPEC_SIZE:  # common case: no call
+        check_int(field, value, minimum=1, maximum=MAX_SPEC_SIZE)
 
 
 def check_non_negative(field: str, value: int) -> None:
-    """Raise InvalidFieldError unless ``value`` is an int of at least zero."""
+    """Raise InvalidFieldError unless ``value`` is an int of at least zero (no upper bound:
+    tensor sizes and block counts scale with the memory planned)."""
     if type(value) is not int or value < 0:
         check_int(field, value, minimum=0)
 
 
 def check_optional_positive(field: str, value: int | None) -> None:
     """Like :func:`check_positive`, but ``None`` is allowed."""
-    if value is not None and (type(value) is not int or value < 1):
-        check_int(field, value, minimum=1)
+    if value is not None and (type(value) is not int or not 1 <= value <= MAX_SPEC_SIZE):
+        check_int(field, value, minimum=1, maximum=MAX_SPEC_SIZE)
 
 
 @typed_init
