@@ -170,10 +170,10 @@ def check_memory_options(
     vLLM then sizes the cache from the memory given and never reads these, but
     its argument parser and config classes still refuse a bad value (a
     ``--gpu-memory-utilization`` outside (0, 1], an unknown quantization), so
-    kvpure refuses the same inputs whether or not it estimates.
+    kvpure refuses the same inputs whether or not it estimates. The
+    quantization check alone reads the estimate's weight formats, so only a
+    given ``--quantization`` imports it.
     """
-    from kvpure.serve.memory import check_quantization
-
     utilization = memory_texts.get("gpu_memory_utilization")
     if utilization is not None:
         parse_utilization(utilization)
@@ -187,6 +187,8 @@ def check_memory_options(
     profile_version(memory_texts.get("memory_profile_version"), vllm_version)
     quantization = memory_texts.get("quantization")
     if quantization is not None:
+        from kvpure.serve.memory import check_quantization  # the estimate's formats
+
         check_quantization(config, quantization)
 
 
