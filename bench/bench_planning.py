@@ -37,6 +37,11 @@ def _spec(kind: str, bs: int = 16) -> dict[str, Any]:
     return {"type": "SlidingWindowSpec", **base, "sliding_window": 1024}
 
 
+#: The release both sides plan as: the baseline is vLLM 0.26.0's own planner (the input's
+#: settings are 0.26's; 0.33+ inputs also name mamba_cache_mode and the layout).
+BASELINE_RELEASE = "0.26"
+
+
 def _settings(max_model_len: int, auto_fit: bool) -> dict[str, Any]:
     return {
         "cache_config": {"block_size": 16, "enable_prefix_caching": True},
@@ -52,6 +57,7 @@ def _settings(max_model_len: int, auto_fit: bool) -> dict[str, Any]:
 def uniform_case(num_layers: int) -> dict[str, Any]:
     specs = {f"model.layers.{i}.self_attn.attn": _spec("full") for i in range(num_layers)}
     return {
+        "vllm_version": BASELINE_RELEASE,
         "vllm_config": _settings(131072, auto_fit=True),
         "available_memory": [num_layers * 2**28],
         "kv_cache_specs": [specs],
@@ -70,6 +76,7 @@ def hybrid_case(num_layers: int, num_workers: int = 2) -> dict[str, Any]:
         for w in range(num_workers)
     ]
     return {
+        "vllm_version": BASELINE_RELEASE,
         "vllm_config": _settings(32768, auto_fit=False),
         "available_memory": [num_layers * 2**28] * num_workers,
         "kv_cache_specs": workers,
