@@ -10,6 +10,8 @@ from __future__ import annotations
 # the replay's goldens (vLLM 0.26 and 0.34 logs), its typed errors, and the random
 # traces replayed through vLLM 0.26's own KVCacheManager (tools/vllm_oracle)
 _CACHE_TESTS = (
+    # the managers called directly, against vLLM 0.26's own (round 4: a second)
+    "tests/test_cache_manager_direct.py",
     "tests/test_cache_oracle_mutants.py",
     "tests/test_cache_manager_defaults.py",
     "tests/test_cache_refused_groups.py",
@@ -72,6 +74,7 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
     # the window managers (no release differences in them): vLLM 0.26's own manager
     # replayed the traces these files hold (hand-made and random), plus the goldens
     "kvpure/cache/windowed.py": (
+        "tests/test_cache_manager_direct.py",
         "tests/test_cache_oracle_mutants.py",
         "tests/test_cache_golden.py",
         "tests/test_cache_oracle.py",
@@ -79,6 +82,7 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
     # the seen-set count: when it applies, checked against the unbounded replay (itself
     # checked against vLLM by the cache oracle) on many workloads, and the cap's refusals
     "kvpure/cache/unbounded.py": (
+        "tests/test_cache_unbounded_edges.py",  # its refusals and progress calls, the replay's
         "tests/test_cache_unbounded_applies.py",
         "tests/test_cache_unbounded_limit.py",
         "tests/test_cache_unbounded_set.py",
