@@ -47,7 +47,15 @@ def _engine(case: dict[str, Any]) -> CacheReplay:
     parsed = parse_trace(case["trace"], vllm_version="0.26")
     config = replay_config_from_plan_input(parsed.plan_input)
     overrides: dict[str, Any] = case["trace"].get("oracle_overrides") or {}
-    return CacheReplay(replace(config, **overrides), parsed.replay)
+    config = replace(config, **overrides)
+    eagle_groups: list[int] | None = case.get("eagle_groups")
+    if eagle_groups is not None:  # these groups alone are EAGLE groups (the oracle's too)
+        groups = config.kv_cache_config.kv_cache_groups
+        marked = tuple(replace(g, is_eagle_group=i in eagle_groups) for i, g in enumerate(groups))
+        config = replace(
+            config, kv_cache_config=replace(config.kv_cache_config, kv_cache_groups=marked)
+        )
+    return CacheReplay(config, parsed.replay)
 
 
 def _call(engine: CacheReplay, requests: dict[str, CacheRequest], op: dict[str, Any]) -> Any:

@@ -185,6 +185,19 @@ def main():
          op("chit", rid="a", max=20),
          op("chit", rid="a", max=16)],
     ))
+    marked = case(
+        "eagle_group_second_of_its_batch",
+        "only the second of two full-attention groups is an EAGLE group (as DeepSeek V4's "
+        "MTP layer group is marked): its whole spec batch drops the EAGLE block",
+        plan(layers, 4, 40, spec=eagle),
+        [req("a", 17),
+         op("new", g=0, rid="a", n=16), op("cache", g=0, rid="a", n=16),
+         op("new", g=1, rid="a", n=16), op("cache", g=1, rid="a", n=16),
+         op("new", g=2, rid="a", n=16), op("cache", g=2, rid="a", n=16),
+         op("chit", rid="a", max=16)],
+    )
+    marked["eagle_groups"] = [1]
+    out.append(marked)
     json.dump(out, open(sys.argv[1], "w"), indent=1)
 
 

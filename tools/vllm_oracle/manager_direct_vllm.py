@@ -62,13 +62,16 @@ def run_case(case):
         import dataclasses
 
         cfg = dataclasses.replace(cfg, **overrides)
+    # a case's "eagle_groups" marks those groups alone (is_eagle_group), as 0.26's planner
+    # marks DeepSeek V4's MTP layer group; the test marks the same ones
+    eagle_groups = case.get("eagle_groups")
     groups = [
         KVCacheGroupSpec(
             list(g.layer_names),
             parse_spec(render_kv_cache_spec(g.kv_cache_spec, vllm_version="0.26")),
-            g.is_eagle_group,
+            g.is_eagle_group if eagle_groups is None else i in eagle_groups,
         )
-        for g in cfg.kv_cache_config.kv_cache_groups
+        for i, g in enumerate(cfg.kv_cache_config.kv_cache_groups)
     ]
     kv_cache_config = KVCacheConfig(cfg.kv_cache_config.num_blocks, [], groups)
     try:
