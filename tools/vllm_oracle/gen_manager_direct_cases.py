@@ -185,6 +185,29 @@ def main():
          op("chit", rid="a", max=20),
          op("chit", rid="a", max=16)],
     ))
+    holes = {"f0": full, "a0": sw(4, 5), "b0": sw(4, 3)}
+    out.append(case(
+        "eagle_three_batches_reverified",
+        "full + two sliding windows with EAGLE: in the second pass the first window "
+        "shortens the hit without a drop, so the second window, verified at the longer "
+        "length, drops its EAGLE block again at the shorter one (its block there evicted)",
+        plan(holes, 4, 40, mml=40, spec=eagle),
+        [req("a", 33),
+         op("new", g=0, rid="a", n=32), op("cache", g=0, rid="a", n=32),
+         op("new", g=1, rid="a", n=32), op("cache", g=1, rid="a", n=32),
+         op("new", g=2, rid="a", n=32), op("cache", g=2, rid="a", n=28),
+         op("chit", rid="a", max=32),
+         # the first window frees its blocks 0-5, the second its 0-4 (back to front)
+         op("skip", g=1, rid="a", processed=28),
+         op("skip", g=2, rid="a", processed=22),
+         # the first window's blocks 0-3 are held again, so the evictions take its
+         # blocks 5 and 4 and the second window's 4
+         op("add", g=1, rid="d", computed=[9, 10, 11, 12], local=0),
+         op("take_until", keep=4),
+         op("chit", rid="a", max=32),
+         op("chit", rid="a", max=24),
+         op("chit", rid="a", max=20)],
+    ))
     marked = case(
         "eagle_group_second_of_its_batch",
         "only the second of two full-attention groups is an EAGLE group (as DeepSeek V4's "
