@@ -34,8 +34,12 @@ from kvpure.cache.events import (
 )
 from kvpure.cache.pool_loops import (
     CacheDict,
+    Extras,
     Holders,
+    add_holder,
+    drop_block_keys,
     first_holder,
+    holds,
     longest_prefix,
     release,
     store,
@@ -119,6 +123,9 @@ class BlockPool:
         # hash key -> its one block, or {block_id: block} in caching order once two blocks
         # cache it (vLLM's BlockHashToBlockMap); lookups return the first
         self.cached_block_hash_to_block: dict[BlockHashWithGroupId, Holders] = {}
+        # block id -> the partial-tail keys it holds beside its own hash (vLLM's
+        # cached_block_hashes_by_block); evicting or promoting the block drops them too
+        self.extra_keys: Extras = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self.kv_event_queue: list[KVCacheEvent] = []
@@ -255,6 +262,7 @@ class BlockPool:
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
         events = self.enable_kv_cache_events
         stored_indices: list[int] | None = [] if events else None
+        promoted: list[bytes] | None = [] if events else None
         store(
             self._cache(),
             blocks,
@@ -265,9 +273,13 @@ class BlockPool:
             self.null_block,  # the only block of this pool that is_null
             block_mask,
             stored_indices,
+            self.extra_keys,
+            promoted,
         )
         if stored_indices is None:
             return
+        if promoted:  # a partial tail became full: its keys left it first
+            self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(promoted)))
         stored_hashes = [block_hashes[i] for i in stored_indices]
         new_hashes: list[ExternalBlockHash] = (
             list(low_64_bits_of_each(stored_hashes))
@@ -292,6 +304,58 @@ class BlockPool:
                 ),
                 lookahead_token_ids=lookahead_token_ids(
                     request, stored_indices, block_size, lookahead
+                ),
+            )
+        )
+
+    def cache_partial_block(
+        self, request: CacheRequest, block: KVCacheBlock, num_tokens: int, group_id: int
+    ) -> None:
+        """Make ``block`` reachable from the prefix boundary ``num_tokens`` inside it (a
+        multiple of the hash block size): the request's hash there, with ``group_id``,
+        becomes the block's hash, or a secondary key beside the one it has (vLLM's
+        ``BlockPool.cache_partial_block``). A block whose hash covers fewer tokens drops
+        its keys first; one BlockStored of the one hash block when the key is new."""
+        if block.is_null:
+            return
+        hash_block_size = self.hash_block_size
+        num_hash_blocks = num_tokens // hash_block_size
+        num_tokens = num_hash_blocks * hash_block_size
+        block_hash = request.block_hashes[num_hash_blocks - 1]
+        key = block_hash + self._group_suffix(group_id)
+        cache = self._cache()
+        already = block.block_hash == key or holds(cache.get(key), block)
+        events = self.enable_kv_cache_events
+        covered = block.block_hash_num_tokens
+        if not already and covered is not None and covered < num_tokens:
+            removed: list[bytes] | None = [] if events else None
+            drop_block_keys(cache, block, removed, self.extra_keys)
+            if removed:
+                self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(removed)))
+        if block.claim_hash(key, num_tokens):
+            add_holder(cache, key, block)
+        elif not already:
+            self.extra_keys.setdefault(block.block_id, []).append(key)
+            add_holder(cache, key, block)
+        if not events or already:
+            return
+        index = num_hash_blocks - 1
+        parent = None if index == 0 else self._external(request.block_hashes[index - 1])
+        lookahead = self.num_hash_lookahead_tokens
+        self.kv_event_queue.append(
+            self._stored_event(
+                request,
+                block_hashes=[self._external(block_hash)],
+                parent_block_hash=parent,
+                start_token_idx=index * hash_block_size,
+                end_token_idx=num_tokens,
+                block_size=hash_block_size,
+                group_id=group_id,
+                extra_keys=event_extra_keys(
+                    self.profile, request, (index,), hash_block_size, lookahead
+                ),
+                lookahead_token_ids=lookahead_token_ids(
+                    request, (index,), hash_block_size, lookahead
                 ),
             )
         )
@@ -327,7 +391,7 @@ class BlockPool:
         lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop); then
         one more reference to each block."""
         removed: list[bytes] | None = [] if self.enable_kv_cache_events else None
-        take(self._cache() if self.enable_caching else None, blocks, removed)
+        take(self._cache() if self.enable_caching else None, blocks, removed, self.extra_keys)
         if removed:
             self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(removed)))
 
@@ -383,6 +447,7 @@ class BlockPool:
         if self.num_gpu_blocks - self.get_num_free_blocks() != 1:
             return False
         self.cached_block_hash_to_block = {}
+        self.extra_keys = {}
         for block in self.blocks:
             block.reset_hash()
         if self.enable_kv_cache_events:

@@ -19,6 +19,7 @@ from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.pool_loops import count_evictable
 from kvpure.cache.request import CacheRequest
+from kvpure.cache.rules import CacheRules, partial_tail_boundary
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
 from kvpure.specs import KVCacheSpec, RSWASpec
@@ -238,9 +239,41 @@ class SingleTypeKVCacheManager:
 
 
 class FullAttentionManager(SingleTypeKVCacheManager):
-    """Full attention (and chunked-local lookups' base): every block is kept and cached."""
+    """Full attention (and chunked-local lookups' base): every block is kept and cached.
+
+    With a block larger than the hash block, the block holding the prompt's last hash
+    boundary is also cached under the hash there (a partial tail, see
+    :meth:`cache_blocks`), under ``partial_tail_rules`` (set by the coordinator).
+    """
 
     supports_fine_grained_hash_lookup = True
+    partial_tail_rules: CacheRules | None = None
+
+    def cache_blocks(self, request: CacheRequest, num_tokens: int) -> None:
+        """Cache the full blocks, then the partial tail (vLLM's
+        ``FullAttentionManager.cache_blocks`` and ``_cache_partial_tail_block``): when
+        the prompt's tail boundary ends inside a block that ``num_tokens`` reached, the
+        block is registered under the hash at that boundary as well."""
+        super().cache_blocks(request, num_tokens)
+        rules = self.partial_tail_rules
+        hash_block_size = self.block_pool.hash_block_size
+        if rules is None or self.block_size == hash_block_size:
+            return
+        boundary = partial_tail_boundary(
+            rules,
+            num_prompt_tokens=request.num_prompt_tokens,
+            num_hashes=len(request.block_hashes),
+            hash_block_size=hash_block_size,
+            use_eagle=self.use_eagle,
+        )
+        if boundary == 0 or boundary > num_tokens or boundary % self.block_size == 0:
+            return
+        blocks = self._blocks_of(request.request_id)
+        index = boundary // self.block_size
+        if index < len(blocks):
+            self.block_pool.cache_partial_block(
+                request, blocks[index], boundary, self.kv_cache_group_id
+            )
 
     def find_longest_cache_hit(
         self,
