@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
+from kvpure.cache.partial_tail import cache_partial_block
 from kvpure.cache.pool_loops import count_evictable
 from kvpure.cache.request import CacheRequest
 from kvpure.cache.rules import CacheRules, partial_tail_boundary
@@ -271,8 +272,8 @@ class FullAttentionManager(SingleTypeKVCacheManager):
         blocks = self._blocks_of(request.request_id)
         index = boundary // self.block_size
         if index < len(blocks):
-            self.block_pool.cache_partial_block(
-                request, blocks[index], boundary, self.kv_cache_group_id
+            cache_partial_block(
+                self.block_pool, request, blocks[index], boundary, self.kv_cache_group_id
             )
 
     def find_longest_cache_hit(
