@@ -9,7 +9,8 @@ last hash boundary on the block holding it. Prompts of every length around the 4
 partly filled blocks, pools are small (evictions drop partial and promoted keys), EAGLE
 with lookahead hashes and with ``disable_lookahead_block_hashes`` (the manager's
 ``use_eagle``), events always on. ``--preempt`` adds the oracle-only op ``preempt``
-(only ``cache_replay_vllm.py``, 0.26, knows it).
+(only ``cache_replay_vllm.py``, 0.26, knows it); ``--mm`` gives prompts image
+placeholders (the partial tail event's multimodal extra keys).
 """
 
 import json
@@ -29,7 +30,19 @@ def layers_of(kind, rng):
     return {"f": full, "m": mamba(4, "none", page=16 * 8 * 4 * 2)}, "none"
 
 
-def ops(rng, mml, preempt):
+def mm_features(rng, length):
+    """One or two image placeholders inside the prompt (sorted, apart)."""
+    out, at = [], rng.randint(0, max(length - 2, 0))
+    for k in range(rng.randint(1, 2)):
+        size = rng.randint(1, 5)
+        if at + size > length:
+            break
+        out.append({"identifier": f"img-{rng.choice('abc')}{k}", "offset": at, "length": size})
+        at += size + rng.randint(0, 3)
+    return out
+
+
+def ops(rng, mml, preempt, mm=False):
     prefixes = [[rng.randint(0, 50) for _ in range(mml)] for _ in range(2)]
     out, live, lengths, n = [], [], {}, 0
     for _ in range(rng.randint(8, 20)):
@@ -38,7 +51,10 @@ def ops(rng, mml, preempt):
             length = rng.choice([rng.randint(1, mml - 8), rng.choice([5, 8, 17, 20, 21, 23, 24, 25, 33, 36])])
             cut = rng.randint(length // 2, length)
             prompt = rng.choice(prefixes)[:cut] + [rng.randint(51, 99) for _ in range(length - cut)]
-            out.append({"op": "arrive", "request_id": f"r{n}", "prompt_token_ids": prompt})
+            arrive = {"op": "arrive", "request_id": f"r{n}", "prompt_token_ids": prompt}
+            if mm and rng.random() < 0.6 and length >= 2:
+                arrive["mm_features"] = mm_features(rng, length)
+            out.append(arrive)
             live.append(f"r{n}")
             lengths[f"r{n}"] = length
             n += 1
@@ -62,7 +78,7 @@ def ops(rng, mml, preempt):
     return out
 
 
-def trace(rng, i, preempt):
+def trace(rng, i, preempt, mm=False):
     kind = rng.choice(["sw", "sw", "full", "mamba"])
     layers, mode = layers_of(kind, rng)
     draft = rng.choice([None, None, "eagle", "eagle_nolookahead"])
@@ -74,7 +90,7 @@ def trace(rng, i, preempt):
     mml = 48
     per_request = sum(-(-mml // s["block_size"]) for s in layers.values())
     num_blocks = rng.randint(per_request + 1, per_request + 12)  # small: evictions
-    name = f"partial_{kind}_{draft or 'plain'}{'_preempt' if preempt else ''}_{i}"
+    name = f"partial_{kind}_{draft or 'plain'}{'_preempt' if preempt else ''}{'_mm' if mm else ''}_{i}"
     return {"format": "kvpure-cache-replay/1", "name": name,
             "description": "a partial tail block (full attention 16 over 4-token hashes)",
             "plan_input": plan(layers, 4, num_blocks, mml=mml, spec=spec, mode=mode,
@@ -82,11 +98,11 @@ def trace(rng, i, preempt):
             "replay": {**REPLAY, "use_int_block_hashes": rng.random() < 0.7,
                        "watermark": rng.choice([0.0, 0.0, 0.1]),
                        "reserve_full_isl": rng.random() < 0.5},
-            "ops": ops(rng, mml, preempt)}
+            "ops": ops(rng, mml, preempt, mm)}
 
 
 if __name__ == "__main__":
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
-    json.dump([trace(rng, i, "--preempt" in sys.argv) for i in range(count)], open(sys.argv[3], "w"),
-              indent=1)
+    json.dump([trace(rng, i, "--preempt" in sys.argv, "--mm" in sys.argv) for i in range(count)],
+              open(sys.argv[3], "w"), indent=1)

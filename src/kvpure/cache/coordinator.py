@@ -126,7 +126,7 @@ def make_manager(
         kv_cache_group_id=group_id,
         scheduler_block_size=scheduler_block_size,
     )
-    if isinstance(built, FullAttentionManager):
+    if isinstance(built, FullAttentionManager) and built.block_size != block_pool.hash_block_size:
         built.partial_tail_rules = CACHE_RULES_0_26 if rules is None else rules
     return built
 

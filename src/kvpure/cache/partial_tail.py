@@ -28,16 +28,25 @@ from kvpure.cache.events import blocks_removed_on_gpu
 from kvpure.cache.pool_loops import add_holder, drop_block_keys, holds
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import KVCacheBlock
+from kvpure.hashing import generate_block_hash_extra_keys
 
 __all__ = ["cache_partial_block"]
 
 
 def cache_partial_block(
-    pool: BlockPool, request: CacheRequest, block: KVCacheBlock, num_tokens: int, group_id: int
+    pool: BlockPool,
+    request: CacheRequest,
+    block: KVCacheBlock,
+    num_tokens: int,
+    group_id: int,
+    *,
+    mm_from_last_item: bool = False,
 ) -> None:
     """Make ``block`` reachable from the prefix boundary ``num_tokens`` inside it (a
     multiple of the hash block size) for ``group_id`` (vLLM's
-    ``BlockPool.cache_partial_block``; see the module docstring)."""
+    ``BlockPool.cache_partial_block``; see the module docstring). ``mm_from_last_item``:
+    the event's multimodal keys are scanned from the last item on past the first hash
+    block (0.26's ``start_mm_idx=-1``)."""
     if block.is_null:
         return
     hash_block_size = pool.hash_block_size
@@ -65,16 +74,25 @@ def cache_partial_block(
     lookahead = pool.num_hash_lookahead_tokens
     parent = None if index == 0 else pool.external(request.block_hashes[index - 1])
     window = (index,)
+    start = index * hash_block_size
+    if mm_from_last_item and index > 0 and not lookahead:
+        extra_keys = [
+            generate_block_hash_extra_keys(
+                pool.profile, request.hash_request, start, num_tokens, -1
+            )[0]
+        ]
+    else:
+        extra_keys = event_extra_keys(pool.profile, request, window, hash_block_size, lookahead)
     pool.kv_event_queue.append(
         pool.stored_event(
             request,
             block_hashes=[pool.external(block_hash)],
             parent_block_hash=parent,
-            start_token_idx=index * hash_block_size,
+            start_token_idx=start,
             end_token_idx=num_tokens,
             block_size=hash_block_size,
             group_id=group_id,
-            extra_keys=event_extra_keys(pool.profile, request, window, hash_block_size, lookahead),
+            extra_keys=extra_keys,
             lookahead_token_ids=lookahead_token_ids(request, window, hash_block_size, lookahead),
         )
     )

@@ -74,6 +74,10 @@ class CacheRules:
     hash block (``FullAttentionManager._cache_partial_tail_block``, every release) ends at
     the last hash boundary before the prompt's last token, capped by the hashes (0.33+),
     not at the last one within the prompt (0.26). See :func:`partial_tail_boundary`."""
+    partial_tail_event_scans_last_mm_item: bool
+    """The partial tail's BlockStored reads its multimodal extra keys from the request's
+    last item on (0.26: ``BlockPool.cache_partial_block`` passes ``start_mm_idx=-1``
+    past the first hash block), not from the first item in the window (0.33+)."""
     header_lookahead_and_layout: bool
     """The replay's header names ``num_hash_lookahead_tokens`` and ``kv_cache_layout``."""
     mamba_caching_requires_align: bool
@@ -93,6 +97,7 @@ CACHE_RULES_0_26 = CacheRules(
     event_fields_0_33=False,
     prefix_cache_stats_has_hits_by_source=False,
     partial_tail_before_last_token=False,
+    partial_tail_event_scans_last_mm_item=True,
     header_lookahead_and_layout=False,
     mamba_caching_requires_align=False,
 )
@@ -111,6 +116,7 @@ CACHE_RULES_0_33 = replace(
     event_fields_0_33=True,
     prefix_cache_stats_has_hits_by_source=True,
     partial_tail_before_last_token=True,
+    partial_tail_event_scans_last_mm_item=False,
     header_lookahead_and_layout=True,
     mamba_caching_requires_align=True,
 )
