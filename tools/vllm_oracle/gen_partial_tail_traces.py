@@ -101,8 +101,36 @@ def trace(rng, i, preempt, mm=False):
             "ops": ops(rng, mml, preempt, mm)}
 
 
+def mm_tail_cases():
+    """Image placeholders inside the partial tail's hash block (tokens 16..20 of a
+    22-token prompt): two in the window, or one in it and the last one after it (0.26
+    scans the event's keys from the last item on)."""
+    prompt = list(range(1, 23))
+    out = []
+    for layout, features in (
+        ("two_in_window", [{"identifier": "img-a", "offset": 16, "length": 2},
+                           {"identifier": "img-b", "offset": 18, "length": 1}]),
+        ("last_after_window", [{"identifier": "img-a", "offset": 15, "length": 3},
+                               {"identifier": "img-b", "offset": 21, "length": 1}]),
+    ):
+        for kind in ("sw", "full"):
+            layers, mode = layers_of(kind, random.Random(0))
+            ops = [{"op": "arrive", "request_id": "a", "prompt_token_ids": prompt, "mm_features": features},
+                   {"op": "decode", "request_id": "a", "token_ids": list(range(60, 72))},
+                   {"op": "finish", "request_id": "a"},
+                   {"op": "arrive", "request_id": "b", "prompt_token_ids": prompt, "mm_features": features},
+                   {"op": "decode", "request_id": "b", "token_ids": list(range(80, 92))}]
+            out.append({"format": "kvpure-cache-replay/1", "name": f"partial_{kind}_mm_{layout}",
+                        "description": "multimodal keys of a partial tail's event",
+                        "plan_input": plan(layers, 4, 40, mml=48, mode=mode), "replay": dict(REPLAY),
+                        "ops": ops})
+    return out
+
+
 if __name__ == "__main__":
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
-    json.dump([trace(rng, i, "--preempt" in sys.argv, "--mm" in sys.argv) for i in range(count)],
-              open(sys.argv[3], "w"), indent=1)
+    made = [trace(rng, i, "--preempt" in sys.argv, "--mm" in sys.argv) for i in range(count)]
+    if "--mm" in sys.argv:
+        made += mm_tail_cases()
+    json.dump(made, open(sys.argv[3], "w"), indent=1)
