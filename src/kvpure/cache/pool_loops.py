@@ -121,22 +121,32 @@ def take(
     ``removed`` (when given) if its entry held the block, then the block's secondary keys
     in ``extras`` (partial-tail entries: vLLM's ``cached_block_hashes_by_block``) the
     same way; then one more reference."""
-    position, count = 0, len(blocks)
+    # the C loop stops at a block with secondary keys (or anything unusual): that one
+    # block runs here, then C resumes after it
+    position = 0 if _loops is None else _loops.take(cache, blocks, removed, 0, extras)
+    count = len(blocks)
     while position < count:
-        if _loops is None:
-            stop = count
-        else:  # C stops at a block with secondary keys (or anything unusual): one here
-            position = _loops.take(cache, blocks, removed, position, extras)
-            stop = position + 1
+        stop = count if _loops is None else position + 1
         for block in blocks[position:stop]:  # one loop, as vLLM's get_new_blocks
             key = None if cache is None else block.pop_block_hash()
             if key is not None and cache is not None:
-                drop_holder(cache, key, block, removed)
+                holders = cache.get(key)  # drop_holder, inline: the hot path without C
+                if isinstance(holders, dict):
+                    if holders.pop(block.block_id, None) is not None and removed is not None:
+                        removed.append(key)
+                    if not holders:
+                        del cache[key]
+                elif holders is not None and holders.block_id == block.block_id:
+                    del cache[key]
+                    if removed is not None:
+                        removed.append(key)
                 if extras:
                     for extra in extras.pop(block.block_id, ()):
                         drop_holder(cache, extra, block, removed)
             block.ref_cnt += 1
         position = stop
+        if _loops is not None and position < count:
+            position = _loops.take(cache, blocks, removed, position, extras)
 
 
 def drop_holder(
