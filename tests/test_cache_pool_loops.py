@@ -1,7 +1,8 @@
 """The block pool's C loops (``kvpure._pool_loops``) against the Python loops they stand in for.
 
 :mod:`kvpure.cache.pool_loops` is the reference. These tests run the pool's
-state machine, the vLLM 0.26 and 0.34 cache-replay goldens and the hash-id
+state machine, the vLLM 0.26 and 0.34 cache-replay goldens, the partial-tail oracle
+traces and the hash-id
 trace's token-path check on the pure path too; compare the two paths on
 random hash-id traces (every count, the pool's final free queue and cached
 keys) and on random block states loop by loop (including what the C loop
@@ -32,7 +33,7 @@ from kvpure.cache.setup import ReplayConfig
 from kvpure.cache.workload import RunResult, replay_config, result_of
 from kvpure.cache.workload_server import ServerRun, make_request
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
-from tests import test_cache_golden, test_cache_golden_034
+from tests import test_cache_golden, test_cache_golden_034, test_cache_oracle_partial_tail
 from tests.test_cache_hash_trace import (
     LAYOUT,
     _deployment,
@@ -73,6 +74,15 @@ def test_the_026_goldens_on_the_pure_path(pure_path: None, path: Path) -> None:
 @pytest.mark.parametrize("path", test_cache_golden_034.GOLDEN_FILES, ids=lambda p: p.stem)
 def test_the_034_goldens_on_the_pure_path(pure_path: None, path: Path) -> None:
     test_cache_golden_034.test_replay_reproduces_the_034_golden(path, "0.34")
+
+
+def test_the_partial_tail_oracle_traces_on_the_pure_path(pure_path: None) -> None:
+    """Partial tails (secondary keys, promotion, eviction of every key) through the
+    Python loops: vLLM 0.26's and 0.34's records, events included."""
+    for index in range(len(test_cache_oracle_partial_tail.CASES_026)):
+        test_cache_oracle_partial_tail.test_replay_agrees_with_vllm_026(index)
+    for index in range(len(test_cache_oracle_partial_tail.CASES_034)):
+        test_cache_oracle_partial_tail.test_replay_agrees_with_vllm_034(index)
 
 
 @pytest.mark.parametrize("seed", range(2))
