@@ -96,33 +96,11 @@ def _replay_with_preemptions(trace: dict[str, Any]) -> list[Any]:
     return records
 
 
-# Found by this round, not fixed: in a hybrid whose full-attention block (16) is larger
-# than the hash block (4), vLLM 0.26's full-attention manager also caches computed tokens
-# at hash-block granularity (a BlockStored of block_size 4 for group 0, one more cached
-# hash: the EAGLE lookahead, or a decode into a partly computed block); kvpure caches
-# whole blocks only.
-KNOWN_DIFFERENCES = {
-    *(f"full16_sw4_w{window}_eagle" for window in (3, 5, 9)),
-    "random_mask_8",
-    "random_mask_11",
-    "random_mask_17",
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True, reason="fine-grained caching of a full-attention block (see above)"
-            ),
-        )
-        if name in KNOWN_DIFFERENCES
-        else name
-        for name in sorted(CASES)
-    ],
-)
+# Found by this round and since modelled: in a hybrid whose full-attention block (16) is
+# larger than the hash block (4), vLLM 0.26's full-attention manager also caches the
+# prompt's partial tail (FullAttentionManager._cache_partial_tail_block: a BlockStored of
+# block_size 4 for group 0, one more cached hash). Every case agrees.
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_replay_agrees_with_vllm(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     case = CASES[name]
     overrides: dict[str, Any] = case["trace"].get("oracle_overrides") or {}

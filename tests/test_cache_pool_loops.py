@@ -1,12 +1,14 @@
 """The block pool's C loops (``kvpure._pool_loops``) against the Python loops they stand in for.
 
 :mod:`kvpure.cache.pool_loops` is the reference. These tests run the pool's
-state machine, the vLLM 0.26 and 0.34 cache-replay goldens and the hash-id
+state machine, the vLLM 0.26 and 0.34 cache-replay goldens, the partial-tail oracle
+traces and the hash-id
 trace's token-path check on the pure path too; compare the two paths on
 random hash-id traces (every count, the pool's final free queue and cached
 keys) and on random block states loop by loop (including what the C loop
 hands back: a block of a subclass, a block already cached, a foreign null
-block, a block not in the queue), errors and all; and check that no reference is
+block, a block not in the queue, a block with secondary keys (partial tails), a
+partial tail promoted to a full block), errors and all; and check that no reference is
 leaked.
 """
 
@@ -31,7 +33,7 @@ from kvpure.cache.setup import ReplayConfig
 from kvpure.cache.workload import RunResult, replay_config, result_of
 from kvpure.cache.workload_server import ServerRun, make_request
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
-from tests import test_cache_golden, test_cache_golden_034
+from tests import test_cache_golden, test_cache_golden_034, test_cache_oracle_partial_tail
 from tests.test_cache_hash_trace import (
     LAYOUT,
     _deployment,
@@ -72,6 +74,15 @@ def test_the_026_goldens_on_the_pure_path(pure_path: None, path: Path) -> None:
 @pytest.mark.parametrize("path", test_cache_golden_034.GOLDEN_FILES, ids=lambda p: p.stem)
 def test_the_034_goldens_on_the_pure_path(pure_path: None, path: Path) -> None:
     test_cache_golden_034.test_replay_reproduces_the_034_golden(path, "0.34")
+
+
+def test_the_partial_tail_oracle_traces_on_the_pure_path(pure_path: None) -> None:
+    """Partial tails (secondary keys, promotion, eviction of every key) through the
+    Python loops: vLLM 0.26's and 0.34's records, events included."""
+    for index in range(len(test_cache_oracle_partial_tail.CASES_026)):
+        test_cache_oracle_partial_tail.test_replay_agrees_with_vllm_026(index)
+    for index in range(len(test_cache_oracle_partial_tail.CASES_034)):
+        test_cache_oracle_partial_tail.test_replay_agrees_with_vllm_034(index)
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -138,11 +149,19 @@ def _world(draw: st.DrawFn) -> dict[str, Any]:
     null = queue.popleft()
     null.is_null = True
     held: dict[bytes, dict[int, KVCacheBlock]] = {}
+    extras: dict[int, list[bytes]] = {}
     for block in blocks[1:]:
         if draw(st.booleans()):
             key = bytes([draw(st.integers(0, 3))]) + b"\0\0\0\0"
-            block.set_block_hash(key, 16)
+            # a partial tail's hash covers fewer tokens (cache_full_blocks promotes it)
+            block.set_block_hash(key, draw(st.sampled_from([8, 16])))
             held.setdefault(key, {})[block.block_id] = block
+            # secondary keys (partial tails beside the block's own hash)
+            for _ in range(draw(st.integers(0, 2))):
+                extra = bytes([draw(st.integers(4, 6))]) + b"\0\0\0\0"
+                if block.block_id not in held.setdefault(extra, {}):
+                    held[extra][block.block_id] = block
+                    extras.setdefault(block.block_id, []).append(extra)
     # vLLM's layout: one holder kept as the block, more as a dict (which may shrink to one)
     cache: CacheDict = {
         key: next(iter(h.values())) if len(h) == 1 and draw(st.booleans()) else h
@@ -152,7 +171,7 @@ def _world(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             queue.remove(block)
             block.ref_cnt = draw(st.integers(1, 3))
-    return {"blocks": blocks, "queue": queue, "null": null, "cache": cache}
+    return {"blocks": blocks, "queue": queue, "null": null, "cache": cache, "extras": extras}
 
 
 def _pick(draw: st.DrawFn, world: dict[str, Any]) -> list[Any]:
@@ -179,13 +198,17 @@ def _apply(world: dict[str, Any], loop: str, picked: list[Any], extra: list[byte
     cache, queue = world["cache"], world["queue"]
     if loop == "take":
         removed: list[bytes] = []
-        pool_loops.take(cache, picked, removed)
+        pool_loops.take(cache, picked, removed, world["extras"])
         return removed
     if loop == "store":
         stored: list[int] = []
+        promoted: list[bytes] = []
         span = (0, len(picked))
-        pool_loops.store(cache, picked, extra, span, b"\0\0\0\0", 16, world["null"], None, stored)
-        return stored
+        pool_loops.store(
+            cache, picked, extra, span, b"\0\0\0\0", 16, world["null"], None, stored,
+            world["extras"], promoted,
+        )  # fmt: skip
+        return stored, promoted
     if loop == "release":
         plain, hashed = pool_loops.release(picked)
         return [b.block_id for b in plain], [b.block_id for b in hashed]
@@ -207,6 +230,7 @@ def _snapshot(world: dict[str, Any], outcome: object) -> object:
         [b.block_id for b in queue.get_all_free_blocks()],
         [(b.ref_cnt, b.block_hash, b.block_hash_num_tokens, b.is_queued) for b in blocks],
         {key: list(holders_by_id(h)) for key, h in world["cache"].items()},
+        world["extras"],
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from kvpure.cache import replay_trace
 from kvpure.cache.coordinator import KVCacheCoordinator
-from kvpure.cache.errors import ManagerRefusedError, UnsupportedTraceError
+from kvpure.cache.errors import ManagerRefusedError
 from kvpure.cache.events import BlockRemoved, BlockStored
 from kvpure.cache.manager import KVCacheManager
 from kvpure.cache.request import CacheRequest
@@ -406,20 +406,23 @@ def test_the_contracts_eagle_lookahead_example() -> None:
     assert record["prefix_cache_stats"]["queries"] == 9
 
 
-def test_a_partial_tail_block_is_refused_from_033() -> None:
-    """0.34 ``FullAttentionManager._cache_partial_tail_block`` caches a prompt's partial
-    tail when a full-attention block is larger than the hash block: not modelled."""
-    from kvpure.cache.setup import _check_partial_tail
+def test_the_partial_tail_boundary_per_release() -> None:
+    """``FullAttentionManager._cache_partial_tail_block``: 0.26 registers the last hash
+    boundary within the prompt; 0.33+ the last one before the prompt's last token (the
+    whole prompt when the group drops an EAGLE hash unit), capped by the hashes."""
+    from kvpure.cache.rules import partial_tail_boundary
 
-    config = KVCacheConfig(
-        num_blocks=4,
-        kv_cache_tensors=(),
-        kv_cache_groups=(KVCacheGroupSpec(layer_names=("l0",), kv_cache_spec=_full(8)),),
-    )
-    with pytest.raises(UnsupportedTraceError, match="partial tail block"):
-        _check_partial_tail(NEW, config, 4)
-    _check_partial_tail(OLD, config, 4)
-    _check_partial_tail(NEW, config, 8)
+    def boundary(rules: CacheRules, prompt: int, hashes: int, eagle: bool = False) -> int:
+        return partial_tail_boundary(
+            rules, num_prompt_tokens=prompt, num_hashes=hashes, hash_block_size=4, use_eagle=eagle
+        )
+
+    assert boundary(OLD, 24, 6) == 24
+    assert boundary(NEW, 24, 6) == 20
+    assert boundary(NEW, 24, 6, eagle=True) == 24
+    assert boundary(NEW, 23, 5) == boundary(OLD, 23, 5) == 20
+    assert boundary(NEW, 23, 4) == 16  # lookahead hashes lag the prompt
+    assert boundary(NEW, 3, 0) == boundary(OLD, 3, 0) == 0
     assert isinstance(NEW, CacheRules)
 
 

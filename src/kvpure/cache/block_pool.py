@@ -1,9 +1,10 @@
 """vLLM 0.26's ``BlockPool``: every block, the free queue in eviction order, the prefix cache.
 
 Block 0 is the null block (taken off the queue at start, never freed, never
-cached). A cached block is a full block whose hash (with its group id) maps
-to it in the prefix cache; it may be held by requests or sit in the free
-queue as an eviction candidate. One hash may map to several blocks (vLLM does
+cached). A cached block is a full block (or a partial tail, see
+:mod:`kvpure.cache.partial_tail`, which may hold more keys: ``extra_keys``) whose hash
+(with its group id) maps to it in the prefix cache; it may be held by requests or sit
+in the free queue as an eviction candidate. One hash may map to several blocks (vLLM does
 not de-duplicate, so block tables stay append-only): a lookup returns the
 earliest-cached block still holding it.
 
@@ -34,6 +35,7 @@ from kvpure.cache.events import (
 )
 from kvpure.cache.pool_loops import (
     CacheDict,
+    Extras,
     Holders,
     first_holder,
     longest_prefix,
@@ -119,6 +121,9 @@ class BlockPool:
         # hash key -> its one block, or {block_id: block} in caching order once two blocks
         # cache it (vLLM's BlockHashToBlockMap); lookups return the first
         self.cached_block_hash_to_block: dict[BlockHashWithGroupId, Holders] = {}
+        # block id -> the partial-tail keys it holds beside its own hash (vLLM's
+        # cached_block_hashes_by_block); evicting or promoting the block drops them too
+        self.extra_keys: Extras = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self.kv_event_queue: list[KVCacheEvent] = []
@@ -126,7 +131,7 @@ class BlockPool:
         # group id -> the 4 bytes a hash key ends with (make_block_hash_with_group_id's)
         self._group_suffixes: dict[int, bytes] = {}
 
-    def _group_suffix(self, group_id: int) -> bytes:
+    def group_suffix(self, group_id: int) -> bytes:
         """What ``make_block_hash_with_group_id`` appends for ``group_id`` (checked once)."""
         suffix = self._group_suffixes.get(group_id)
         if suffix is None:
@@ -142,13 +147,13 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """The cached block of ``block_hash`` for each group, or None if any group misses."""
         # keyed by plain bytes here: each key is a hash with its group id appended
-        cache = self._cache()
+        cache = self.prefix_cache()
         suffixes = self._group_suffixes
         found: list[KVCacheBlock] = []
         for group_id in kv_cache_group_ids:
             suffix = suffixes.get(group_id)
             if suffix is None:
-                suffix = self._group_suffix(group_id)
+                suffix = self.group_suffix(group_id)
             block = first_holder(cache.get(block_hash + suffix))
             if block is None:
                 return None
@@ -162,13 +167,13 @@ class BlockPool:
         (None: all) in order, up to the first miss (one group's prefix hit, without a list
         per block)."""
         return longest_prefix(
-            self._cache(),
+            self.prefix_cache(),
             block_hashes,
             len(block_hashes) if limit is None else limit,
-            self._group_suffix(group_id),
+            self.group_suffix(group_id),
         )
 
-    def _cache(self) -> CacheDict:
+    def prefix_cache(self) -> CacheDict:
         """The prefix cache, keyed by plain bytes (each key a hash with its group id)."""
         return cast("CacheDict", self.cached_block_hash_to_block)
 
@@ -198,10 +203,10 @@ class BlockPool:
 
     # -- caching ---------------------------------------------------------------------------
 
-    def _external(self, block_hash: bytes) -> ExternalBlockHash:
+    def external(self, block_hash: bytes) -> ExternalBlockHash:
         return self._to_external(block_hash)
 
-    def _stored_event(
+    def stored_event(
         self,
         request: CacheRequest,
         *,
@@ -255,19 +260,24 @@ class BlockPool:
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
         events = self.enable_kv_cache_events
         stored_indices: list[int] | None = [] if events else None
+        promoted: list[bytes] | None = [] if events else None
         store(
-            self._cache(),
+            self.prefix_cache(),
             blocks,
             block_hashes,
             (num_cached_blocks, num_full_blocks),
-            self._group_suffix(kv_cache_group_id),
+            self.group_suffix(kv_cache_group_id),
             block_size,
             self.null_block,  # the only block of this pool that is_null
             block_mask,
             stored_indices,
+            self.extra_keys,
+            promoted,
         )
         if stored_indices is None:
             return
+        if promoted:  # a partial tail became full: its keys left it first
+            self.kv_event_queue.extend(blocks_removed_on_gpu(self.split_keys(promoted)))
         stored_hashes = [block_hashes[i] for i in stored_indices]
         new_hashes: list[ExternalBlockHash] = (
             list(low_64_bits_of_each(stored_hashes))
@@ -275,11 +285,11 @@ class BlockPool:
             else list(stored_hashes)
         )
         parent = (
-            None if num_cached_blocks == 0 else self._external(block_hashes[num_cached_blocks - 1])
+            None if num_cached_blocks == 0 else self.external(block_hashes[num_cached_blocks - 1])
         )
         lookahead = self.num_hash_lookahead_tokens
         self.kv_event_queue.append(
-            self._stored_event(
+            self.stored_event(
                 request,
                 block_hashes=new_hashes,
                 parent_block_hash=parent,
@@ -305,9 +315,9 @@ class BlockPool:
         block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
         lookahead = self.num_hash_lookahead_tokens
         self.kv_event_queue.append(
-            self._stored_event(
+            self.stored_event(
                 request,
-                block_hashes=[self._external(block_hashes[i]) for i in range(num_cached_blocks)],
+                block_hashes=[self.external(block_hashes[i]) for i in range(num_cached_blocks)],
                 parent_block_hash=None,
                 start_token_idx=0,
                 end_token_idx=num_cached_blocks * block_size,
@@ -327,11 +337,11 @@ class BlockPool:
         lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop); then
         one more reference to each block."""
         removed: list[bytes] | None = [] if self.enable_kv_cache_events else None
-        take(self._cache() if self.enable_caching else None, blocks, removed)
+        take(self.prefix_cache() if self.enable_caching else None, blocks, removed, self.extra_keys)
         if removed:
-            self.kv_event_queue.extend(blocks_removed_on_gpu(self._split_keys(removed)))
+            self.kv_event_queue.extend(blocks_removed_on_gpu(self.split_keys(removed)))
 
-    def _split_keys(self, keys: list[bytes]) -> Iterable[tuple[ExternalBlockHash, int]]:
+    def split_keys(self, keys: list[bytes]) -> Iterable[tuple[ExternalBlockHash, int]]:
         """``(external form of the hash, group id)`` of each key (a hash and its 4-byte
         group id: get_block_hash and get_group_id, without their length check)."""
         size = len(keys[0])
@@ -383,6 +393,7 @@ class BlockPool:
         if self.num_gpu_blocks - self.get_num_free_blocks() != 1:
             return False
         self.cached_block_hash_to_block = {}
+        self.extra_keys = {}
         for block in self.blocks:
             block.reset_hash()
         if self.enable_kv_cache_events:

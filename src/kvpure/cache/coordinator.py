@@ -19,7 +19,7 @@ from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import ManagerRefusedError, UnsupportedTraceError
 from kvpure.cache.mamba import MambaManager
 from kvpure.cache.request import CacheRequest
-from kvpure.cache.rules import CacheRules, eagle_hit_max_length
+from kvpure.cache.rules import CACHE_RULES_0_26, CacheRules, eagle_hit_max_length
 from kvpure.cache.single_type import (
     FullAttentionManager,
     HitBlocks,
@@ -119,13 +119,16 @@ def make_manager(
             feature=f"kv_cache_groups[{group_id}] ({kind})",
             reason="no vLLM KV cache manager is modelled for this spec type",
         )
-    return manager(
+    built = manager(
         kv_cache_spec=spec,
         block_pool=block_pool,
         enable_caching=enable_caching,
         kv_cache_group_id=group_id,
         scheduler_block_size=scheduler_block_size,
     )
+    if isinstance(built, FullAttentionManager) and built.block_size != block_pool.hash_block_size:
+        built.partial_tail_rules = CACHE_RULES_0_26 if rules is None else rules
+    return built
 
 
 @dataclass(slots=True)

@@ -28,11 +28,16 @@ from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 
 __all__ = [
     "CacheDict",
+    "Extras",
     "Holders",
+    "add_holder",
     "accelerated",
     "first_holder",
     "holders_by_id",
     "count_evictable",
+    "drop_block_keys",
+    "drop_holder",
+    "holds",
     "longest_prefix",
     "release",
     "set_accelerated",
@@ -48,6 +53,10 @@ block id, in caching order; a dict stays a dict as holders leave, until the last
 
 CacheDict = dict[bytes, Holders]
 """The prefix cache: a hash key (block hash + group id) -> its holders."""
+
+Extras = dict[int, list[bytes]]
+"""A block's secondary keys by block id: the partial-tail entries a block holds beside its
+own hash (vLLM's ``BlockPool.cached_block_hashes_by_block``), in the order they came."""
 
 
 def first_holder(holders: Holders | None) -> KVCacheBlock | None:
@@ -101,25 +110,92 @@ def set_accelerated(enabled: bool) -> bool:
     return _loops is not None
 
 
-def take(cache: CacheDict | None, blocks: list[KVCacheBlock], removed: list[bytes] | None) -> None:
+def take(
+    cache: CacheDict | None,
+    blocks: list[KVCacheBlock],
+    removed: list[bytes] | None,
+    extras: Extras | None = None,
+) -> None:
     """Blocks just taken from the free queue, one by one: the block's hash leaves the block
     and ``cache`` (``cache`` None: prefix caching off, nothing evicted), the key appended to
-    ``removed`` (when given) if its entry held the block; then one more reference."""
-    done = 0 if _loops is None else _loops.take(cache, blocks, removed, 0)
-    for block in blocks[done:] if done else blocks:  # one loop, as vLLM's get_new_blocks
-        key = None if cache is None else block.pop_block_hash()
-        if key is not None and cache is not None:
-            holders = cache.get(key)
-            if isinstance(holders, dict):
-                if holders.pop(block.block_id, None) is not None and removed is not None:
-                    removed.append(key)
-                if not holders:
+    ``removed`` (when given) if its entry held the block, then the block's secondary keys
+    in ``extras`` (partial-tail entries: vLLM's ``cached_block_hashes_by_block``) the
+    same way; then one more reference."""
+    # the C loop stops at a block with secondary keys (or anything unusual): that one
+    # block runs here, then C resumes after it
+    position = 0 if _loops is None else _loops.take(cache, blocks, removed, 0, extras)
+    count = len(blocks)
+    while position < count:
+        stop = count if _loops is None else position + 1
+        for block in blocks[position:stop]:  # one loop, as vLLM's get_new_blocks
+            key = None if cache is None else block.pop_block_hash()
+            if key is not None and cache is not None:
+                holders = cache.get(key)  # drop_holder, inline: the hot path without C
+                if isinstance(holders, dict):
+                    if holders.pop(block.block_id, None) is not None and removed is not None:
+                        removed.append(key)
+                    if not holders:
+                        del cache[key]
+                elif holders is not None and holders.block_id == block.block_id:
                     del cache[key]
-            elif holders is not None and holders.block_id == block.block_id:
-                del cache[key]
-                if removed is not None:
-                    removed.append(key)
-        block.ref_cnt += 1
+                    if removed is not None:
+                        removed.append(key)
+                if extras:
+                    for extra in extras.pop(block.block_id, ()):
+                        drop_holder(cache, extra, block, removed)
+            block.ref_cnt += 1
+        position = stop
+        if _loops is not None and position < count:
+            position = _loops.take(cache, blocks, removed, position, extras)
+
+
+def drop_holder(
+    cache: CacheDict, key: bytes, block: KVCacheBlock, removed: list[bytes] | None
+) -> None:
+    """``block`` no longer holds ``key`` (vLLM's ``BlockHashToBlockMap.pop``): the key is
+    appended to ``removed`` (when given) if the block was one of its holders, and leaves
+    ``cache`` with its last holder."""
+    holders = cache.get(key)
+    if isinstance(holders, dict):
+        if holders.pop(block.block_id, None) is not None and removed is not None:
+            removed.append(key)
+        if not holders:
+            del cache[key]
+    elif holders is not None and holders.block_id == block.block_id:
+        del cache[key]
+        if removed is not None:
+            removed.append(key)
+
+
+def add_holder(cache: CacheDict, key: bytes, block: KVCacheBlock) -> None:
+    """``block`` holds ``key`` too, after the key's earlier holders (vLLM's ``insert``)."""
+    holders = cache.get(key)
+    if holders is None:
+        cache[key] = block
+    elif isinstance(holders, dict):
+        holders[block.block_id] = block
+    elif holders.block_id != block.block_id:
+        cache[key] = {holders.block_id: holders, block.block_id: block}
+
+
+def holds(holders: Holders | None, block: KVCacheBlock) -> bool:
+    """Whether ``block`` is one of ``holders`` (vLLM's ``BlockHashToBlockMap.contain``)."""
+    if isinstance(holders, dict):
+        return block.block_id in holders
+    return holders is not None and holders.block_id == block.block_id
+
+
+def drop_block_keys(
+    cache: CacheDict, block: KVCacheBlock, removed: list[bytes] | None, extras: Extras
+) -> None:
+    """Every key of ``block`` leaves it and ``cache``, its primary hash first, then its
+    secondary keys (vLLM's ``BlockPool._remove_cached_block_hashes``)."""
+    key = block.pop_block_hash()
+    if key is None:
+        return
+    drop_holder(cache, key, block, removed)
+    for extra in extras.pop(block.block_id, ()):
+        drop_holder(cache, extra, block, removed)
 
 
 def store(
@@ -132,11 +208,15 @@ def store(
     null: KVCacheBlock,
     block_mask: Sequence[bool] | None,
     stored: list[int] | None = None,
+    extras: Extras | None = None,
+    removed: list[bytes] | None = None,
 ) -> None:
     """Cache ``blocks[start:stop]`` (``span``) under ``block_hashes[i] + suffix``, skipping
     ``null`` and the blocks whose ``block_mask`` entry (from ``start``) is False; ``stored``
     (when given) collects the indexes of the blocks cached. A block that already holds a
-    hash is refused."""
+    hash for fewer tokens (a partial tail) is promoted when ``extras`` is given: its keys
+    leave it first (into ``removed``, when given), as vLLM's ``cache_full_blocks`` does;
+    any other block that holds a hash is refused."""
     start, stop = span
     position = start
     if _loops is not None and type(blocks) is list:
@@ -148,21 +228,20 @@ def store(
         if blk is null or (block_mask is not None and not block_mask[index - start]):
             continue
         key = block_hashes[index] + suffix
-        if not blk.claim_hash(key, (index + 1) * block_size):
+        num_tokens = (index + 1) * block_size
+        if not blk.claim_hash(key, num_tokens):
             if blk.is_null:  # a null block not this pool's: skipped as the null block is
                 continue
-            raise CacheStateError(
-                operation="cache_full_blocks",
-                reason=f"block {blk.block_id} is already cached; only a partial block "
-                "could be promoted, and partial prefix-cache entries are not modelled",
-            )
-        holders = cache.get(key)
-        if holders is None:
-            cache[key] = blk
-        elif isinstance(holders, dict):
-            holders[blk.block_id] = blk
-        else:
-            cache[key] = {holders.block_id: holders, blk.block_id: blk}
+            partial = blk.block_hash_num_tokens
+            if extras is None or partial is None or partial >= num_tokens:
+                raise CacheStateError(
+                    operation="cache_full_blocks",
+                    reason=f"block {blk.block_id} is already cached (only a partial tail "
+                    "block is promoted to a full one)",
+                )
+            drop_block_keys(cache, blk, removed, extras)
+            blk.claim_hash(key, num_tokens)
+        add_holder(cache, key, blk)
         if stored is not None:
             stored.append(index)
 

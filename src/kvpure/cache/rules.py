@@ -33,6 +33,7 @@ __all__ = [
     "mamba_last_cache_position",
     "manager_use_eagle",
     "num_hash_lookahead_tokens",
+    "partial_tail_boundary",
     "use_eagle_block_drop",
 ]
 
@@ -68,10 +69,15 @@ class CacheRules:
     and ``BlockRemoved`` ``ownership`` (0.33+: ``vllm/distributed/kv_events.py``)."""
     prefix_cache_stats_has_hits_by_source: bool
     """``PrefixCacheStats.hits_by_source`` exists (0.33+: ``vllm/v1/metrics/stats.py``)."""
-    partial_tail_block_cached: bool
-    """A full-attention group whose block is larger than the hash block caches the
-    prompt's partial tail (0.33+: ``FullAttentionManager._cache_partial_tail_block``).
-    Not modelled: such a trace is refused under these rules."""
+    partial_tail_before_last_token: bool
+    """The partial tail a full-attention group caches when its block is larger than the
+    hash block (``FullAttentionManager._cache_partial_tail_block``, every release) ends at
+    the last hash boundary before the prompt's last token, capped by the hashes (0.33+),
+    not at the last one within the prompt (0.26). See :func:`partial_tail_boundary`."""
+    partial_tail_event_scans_last_mm_item: bool
+    """The partial tail's BlockStored reads its multimodal extra keys from the request's
+    last item on (0.26: ``BlockPool.cache_partial_block`` passes ``start_mm_idx=-1``
+    past the first hash block), not from the first item in the window (0.33+)."""
     header_lookahead_and_layout: bool
     """The replay's header names ``num_hash_lookahead_tokens`` and ``kv_cache_layout``."""
     mamba_caching_requires_align: bool
@@ -90,7 +96,8 @@ CACHE_RULES_0_26 = CacheRules(
     mamba_align_split_at_hittable_boundary=False,
     event_fields_0_33=False,
     prefix_cache_stats_has_hits_by_source=False,
-    partial_tail_block_cached=False,
+    partial_tail_before_last_token=False,
+    partial_tail_event_scans_last_mm_item=True,
     header_lookahead_and_layout=False,
     mamba_caching_requires_align=False,
 )
@@ -108,7 +115,8 @@ CACHE_RULES_0_33 = replace(
     mamba_align_split_at_hittable_boundary=True,
     event_fields_0_33=True,
     prefix_cache_stats_has_hits_by_source=True,
-    partial_tail_block_cached=True,
+    partial_tail_before_last_token=True,
+    partial_tail_event_scans_last_mm_item=False,
     header_lookahead_and_layout=True,
     mamba_caching_requires_align=True,
 )
@@ -247,3 +255,25 @@ def mamba_align_chunk_end(
         if aligned > start or block_size <= max_prefill_tokens:
             return aligned
     return end
+
+
+def partial_tail_boundary(
+    rules: CacheRules,
+    *,
+    num_prompt_tokens: int,
+    num_hashes: int,
+    hash_block_size: int,
+    use_eagle: bool,
+) -> int:
+    """The prefix boundary (tokens) whose hash a full-attention group registers on the
+    block holding it, when its block is larger than the hash block.
+
+    0.26 (``vllm/v1/core/single_type_kv_cache_manager.py``
+    ``FullAttentionManager._cache_partial_tail_block``): the last hash boundary within the
+    prompt. 0.33+ (same function): a resend hits at most ``prompt - 1`` tokens (the whole
+    prompt when the group drops an EAGLE hash unit), and no further than the hashes.
+    """
+    if not rules.partial_tail_before_last_token:
+        return num_prompt_tokens // hash_block_size * hash_block_size
+    limit = num_prompt_tokens if use_eagle else num_prompt_tokens - 1
+    return min(limit // hash_block_size, num_hashes) * hash_block_size

@@ -26,7 +26,7 @@ from kvpure.interop.planning import PlanningInput, plan_input
 from kvpure.planning.log_lines import vllm_log_lines
 from kvpure.planning.memory import resolve_kv_cache_block_sizes
 from kvpure.settings import PlannerSettings
-from kvpure.specs import FullAttentionSpec, MambaSpec
+from kvpure.specs import MambaSpec
 from kvpure.specs.kv_cache_config import KVCacheConfig
 
 __all__ = [
@@ -113,20 +113,6 @@ def _check_pool_size(config: KVCacheConfig) -> None:
         )
 
 
-def _check_partial_tail(rules: CacheRules, config: KVCacheConfig, hash_block_size: int) -> None:
-    if not rules.partial_tail_block_cached:
-        return
-    for i, group in enumerate(config.kv_cache_groups):
-        spec = group.kv_cache_spec
-        if isinstance(spec, FullAttentionSpec) and spec.block_size != hash_block_size:
-            raise UnsupportedTraceError(
-                feature=f"kv_cache_groups[{i}] (block size {spec.block_size})",
-                reason=f"vLLM {rules.vllm_version} caches a prompt's partial tail block when a "
-                f"full-attention block is larger than the hash block ({hash_block_size}); "
-                "that is not modelled",
-            )
-
-
 def replay_config_from_plan_input(
     parsed: PlanningInput,
     *,
@@ -160,7 +146,6 @@ def replay_config_from_plan_input(
     scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(
         config, replace(settings, block_size=block_size)
     )
-    _check_partial_tail(rules, config, hash_block_size)
     method = settings.speculative_method
     lookahead = 0
     if method in EAGLE_METHODS:

@@ -17,8 +17,10 @@ from typing import ClassVar
 
 from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.errors import CacheStateError
+from kvpure.cache.partial_tail import cache_partial_block
 from kvpure.cache.pool_loops import count_evictable
 from kvpure.cache.request import CacheRequest
+from kvpure.cache.rules import CacheRules, partial_tail_boundary
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, resolve_block_hashes
 from kvpure.specs import KVCacheSpec, RSWASpec
@@ -64,6 +66,9 @@ class SingleTypeKVCacheManager:
         self.num_cached_block: dict[str, int] = {}
         self.null_block = block_pool.null_block
         self.use_eagle = False
+        # the release's rules where partial tails are cached (full attention whose block
+        # is larger than the hash block; set by the coordinator), else None
+        self.partial_tail_rules: CacheRules | None = None
 
     def _blocks_of(self, request_id: str) -> list[KVCacheBlock]:
         """The request's block table, created empty on first use (vLLM's defaultdict)."""
@@ -161,24 +166,32 @@ class SingleTypeKVCacheManager:
         fewer blocks than ``num_tokens`` fills may be cacheable (vLLM 0.33+'s
         ``SingleTypeKVCacheManager.cache_blocks`` caps at ``len(block_hashes) *
         hash_block_size``); without them the hashes cover every full block and the cap
-        changes nothing (0.26 has none).
+        changes nothing (0.26 has none). Then a partial tail, where ``partial_tail_rules``
+        is set (full attention whose block is larger than the hash block).
         """
         request_id = request.request_id
         num_cached = self.num_cached_block.get(request_id, 0)
         num_hashed = len(request.block_hashes) * self.block_pool.hash_block_size
         num_full = min(num_tokens, num_hashed) // self.block_size
-        if num_cached >= num_full:
-            return
-        self.block_pool.cache_full_blocks(
-            request,
-            self._blocks_of(request_id),
-            num_cached,
-            num_full,
-            self.block_size,
-            self.kv_cache_group_id,
-            self.reachable_block_mask(num_cached, num_full),
-        )
-        self.num_cached_block[request_id] = num_full
+        if num_cached < num_full:
+            self.block_pool.cache_full_blocks(
+                request,
+                self._blocks_of(request_id),
+                num_cached,
+                num_full,
+                self.block_size,
+                self.kv_cache_group_id,
+                self.reachable_block_mask(num_cached, num_full),
+            )
+            self.num_cached_block[request_id] = num_full
+        rules = self.partial_tail_rules
+        if rules is not None:  # full attention over smaller hash blocks only
+            self._cache_partial_tail(request, num_tokens, rules)
+
+    def _cache_partial_tail(
+        self, request: CacheRequest, num_tokens: int, rules: CacheRules
+    ) -> None:
+        """A partial tail block's extra key (full attention only)."""
 
     def pop_blocks_for_free(self, request_id: str) -> list[KVCacheBlock]:
         """Forget the request; its blocks in allocation order."""
@@ -238,9 +251,42 @@ class SingleTypeKVCacheManager:
 
 
 class FullAttentionManager(SingleTypeKVCacheManager):
-    """Full attention (and chunked-local lookups' base): every block is kept and cached."""
+    """Full attention (and chunked-local lookups' base): every block is kept and cached.
+
+    With a block larger than the hash block, the block holding the prompt's last hash
+    boundary is also cached under the hash there (a partial tail, see
+    :meth:`_cache_partial_tail`), under ``partial_tail_rules`` (set by the coordinator).
+    """
 
     supports_fine_grained_hash_lookup = True
+
+    def _cache_partial_tail(
+        self, request: CacheRequest, num_tokens: int, rules: CacheRules
+    ) -> None:
+        """Register the partial tail (vLLM's ``FullAttentionManager._cache_partial_tail_block``,
+        after the full blocks): when the prompt's tail boundary ends inside a block that
+        ``num_tokens`` reached, the block is cached under the hash at that boundary too."""
+        hash_block_size = self.block_pool.hash_block_size
+        boundary = partial_tail_boundary(
+            rules,
+            num_prompt_tokens=request.num_prompt_tokens,
+            num_hashes=len(request.block_hashes),
+            hash_block_size=hash_block_size,
+            use_eagle=self.use_eagle,
+        )
+        if boundary == 0 or boundary > num_tokens or boundary % self.block_size == 0:
+            return
+        blocks = self._blocks_of(request.request_id)
+        index = boundary // self.block_size
+        if index < len(blocks):
+            cache_partial_block(
+                self.block_pool,
+                request,
+                blocks[index],
+                boundary,
+                self.kv_cache_group_id,
+                mm_from_last_item=rules.partial_tail_event_scans_last_mm_item,
+            )
 
     def find_longest_cache_hit(
         self,

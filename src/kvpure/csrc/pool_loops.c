@@ -193,28 +193,30 @@ concat(PyObject *hash, PyObject *suffix)
     return key;
 }
 
-/* take(cache, blocks, removed, start) -> int
+/* take(cache, blocks, removed, start, extras) -> int
  *
  * For blocks[start:]: drop the block's hash from the block and from `cache` (a dict of
  * key -> the one block holding it, or {block_id: block} once two blocks did), appending
  * the key to `removed` (a list, or None) when the block was one of its holders, and
  * deleting a key left without holders; then one more reference. `cache` None: references
  * only. A key held by one other block is left to the caller (the reference compares block
- * ids). Returns where it stopped. */
+ * ids). A block whose id is a key of `extras` (a dict of block id -> its secondary keys,
+ * or None) is left to the caller, which drops those keys too. Returns where it stopped. */
 static PyObject *
 pl_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "take(cache, blocks, removed, start)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "take(cache, blocks, removed, start, extras)");
         return NULL;
     }
-    PyObject *cache = args[0], *blocks = args[1], *removed = args[2];
+    PyObject *cache = args[0], *blocks = args[1], *removed = args[2], *extras = args[4];
     Py_ssize_t i;
     if (parse_start(args[3], &i) < 0) {
         return NULL;
     }
     if (!configured() || !PyList_CheckExact(blocks) || (cache != Py_None && !PyDict_CheckExact(cache)) ||
-        (removed != Py_None && !PyList_CheckExact(removed)) || i < 0) {
+        (removed != Py_None && !PyList_CheckExact(removed)) ||
+        (extras != Py_None && !PyDict_CheckExact(extras)) || i < 0) {
         return PyLong_FromSsize_t(i < 0 ? 0 : i);
     }
     for (; i < PyList_GET_SIZE(blocks); i++) {
@@ -222,6 +224,19 @@ pl_take(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         long count;
         if (!is_block(block) || !read_count(block, ref_at, &count)) {
             break;
+        }
+        if (cache != Py_None && extras != Py_None && PyDict_GET_SIZE(extras) > 0) {
+            PyObject *id = SLOT(block, id_at);
+            if (id == NULL) {
+                break;
+            }
+            int has = PyDict_Contains(extras, id);
+            if (has < 0) {
+                return NULL;
+            }
+            if (has) {
+                break;
+            }
         }
         Py_INCREF(block);
         PyObject *entry = SLOT(block, entry_at);
