@@ -13,7 +13,11 @@ Each model class is built on the meta device at TP 1 (bfloat16, no
 quantization) and every parameter and buffer is summed by its top-level
 module (``vision_tower``, ``multi_modal_projector``, ``language_model``...),
 so the vision tower, projector and rotary caches can be checked against
-kvpure's config.json count (``tests/data/model_configs/vllm_weight_counts.json``).
+kvpure's config.json count (``tests/data/model_configs/vllm_weight_counts.json``;
+``vllm_weight_counts_more.json`` holds 29 more configs, the bundled ones vLLM 0.26 could
+build here: pass them all, those it cannot build are reported on stderr and skipped).
+A buffer that is a view of a counted tensor (Mamba2's ``conv_weights``) is not counted
+again.
 """
 
 from __future__ import annotations
@@ -136,6 +140,10 @@ def counts_for(config_path: str) -> dict[str, Any]:
             if id(tensor) in seen:
                 continue
             seen.add(id(tensor))
+            if tensor._base is not None and id(tensor._base) in seen:
+                # A view of a tensor already counted (MambaMixer2's ``conv_weights``
+                # buffer views ``conv1d.weight``): no memory of its own.
+                continue
             top = name.split(".")[0]
             part = parts.setdefault(
                 top, {"params": 0, "buffers": 0, "param_bytes": 0, "buffer_bytes": 0}

@@ -21,8 +21,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.buffers import rotary_cache_bytes
-from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
+from kvpure.memory_profile.buffers import model_buffers, rotary_cache_bytes
+from kvpure.memory_profile.checkpoint_tensors import (
+    checkpoint_tensors,
+    float32_params,
+    language_config,
+    tied_embeddings,
+)
 from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
 from kvpure.memory_profile.profile_logs import GIB
 from kvpure.memory_profile.quantized_experts import mxfp4_experts_per_worker
@@ -30,7 +35,13 @@ from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism, ShardingLayout, worker_weight_bytes
 from kvpure.models.config import HFConfig
 
-__all__ = ["WorkerWeights", "checkpoint_quantization", "served_dtype_bytes", "worker_weights"]
+__all__ = [
+    "WorkerWeights",
+    "checkpoint_quantization",
+    "served_dtype_bytes",
+    "weights_layout",
+    "worker_weights",
+]
 
 _DTYPE_BYTES: Final = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 _RUNTIME_QUANT: Final = {
@@ -139,14 +150,15 @@ def _compressed_tensors_layout(quant: HFConfig) -> str:
     return "gptq" if bits <= 4 else "fp8"  # 4-bit packed with group scales; else one byte
 
 
-def _layout(config: HFConfig) -> ShardingLayout:
+def weights_layout(config: HFConfig) -> ShardingLayout:
+    """The sharding facts of the language model of ``config``."""
     cfg = language_config(config)
     heads = cfg.int_("num_attention_heads", minimum=1)
-    gemma = cfg.str_("model_type", "").startswith("gemma")
     return ShardingLayout(
         num_layers=cfg.int_("num_hidden_layers", minimum=1),
         num_kv_heads=cfg.int_("num_key_value_heads", heads, minimum=1),
-        tie_word_embeddings=cfg.bool_("tie_word_embeddings", gemma),
+        tie_word_embeddings=tied_embeddings(cfg),
+        float32_params=float32_params(cfg),
     )
 
 
@@ -173,10 +185,16 @@ def worker_weights(
     if tensors is not None and from_headers:
         if mxfp4:  # the packed experts are re-laid out by the kernel: counted below
             tensors = tuple(t for t in tensors if ".experts." not in t.name)
-        totals = worker_weight_bytes(tensors, _layout(config), parallel, served_dtype_bytes=size)
+        tensors += model_buffers(text)
+        totals = worker_weight_bytes(
+            tensors, weights_layout(config), parallel, served_dtype_bytes=size
+        )
     else:
         implied = checkpoint_tensors(config, quantization=layout, routed_experts=not mxfp4)
-        totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
+        implied += model_buffers(text)
+        totals = worker_weight_bytes(
+            implied, weights_layout(config), parallel, served_dtype_bytes=size
+        )
         encoder = encoder_shape(config, text.int_("hidden_size", 0))
         if encoder is not None:
             extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
