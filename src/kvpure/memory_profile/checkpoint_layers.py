@@ -98,6 +98,8 @@ def attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
             for n, size in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd))
         ]
     family = cfg.str_("model_type", "")
+    if family == "gpt_oss":  # gpt_oss.py: o_proj with a bias, one attention sink a head
+        out += [vec(f"{p}.o_proj.bias", h, dt), vec(f"{p}.sinks", nh, dt)]
     if family in _PER_HEAD_QK_NORM:
         out += [vec(f"{p}.q_norm.weight", hd, dt), vec(f"{p}.k_norm.weight", hd, dt)]
     elif family in _FULL_WIDTH_QK_NORM or (
@@ -122,8 +124,16 @@ def moe(cfg: HFConfig, p: str, quant: str, dt: str, *, routed: bool) -> list[Ten
     out = [TensorInfo(name=f"{p}.gate.weight", dtype=dt, shape=(experts, h))]
     if routing_bias(cfg):  # float32 in vLLM (model_traits.float32_params)
         out.append(vec(f"{p}.gate.e_score_correction_bias", experts, "F32"))
+    biased = cfg.str_("model_type", "") == "gpt_oss"  # gpt_oss.py: router and experts
+    if biased:
+        out.append(vec(f"{p}.gate.bias", experts, dt))
     for e in range(experts if routed else 0):
         out += mlp(f"{p}.experts.{e}", h, inter, quant, dt)
+        if biased:
+            out += [
+                vec(f"{p}.experts.{e}.{n}.bias", size, dt)
+                for n, size in (("gate_proj", inter), ("up_proj", inter), ("down_proj", h))
+            ]
     shared = cfg.int_("n_shared_experts", 0) * inter
     if cfg.str_("model_type", "") == "llama4_text":
         shared = inter  # Llama 4 adds one shared expert of the routed experts' size
