@@ -1,7 +1,7 @@
 """Weights from config.json, part by part, equal to what vLLM 0.26's own classes allocate.
 
 Expected values: ``tests/data/model_configs/vllm_weight_counts.json`` (nine models,
-multimodal ones among them) and ``vllm_weight_counts_more.json`` (29 more bundled
+multimodal ones among them) and ``vllm_weight_counts_more.json`` (30 more bundled
 configs): every parameter and buffer of vLLM 0.26's model class, built on the meta
 device at TP 1 in bfloat16 (``tools/model_configs/vllm_weight_counts.py``), summed per
 top-level module (``model``, ``lm_head``; ``language_model`` and the vision tower and
@@ -45,7 +45,7 @@ ENCODER_PARTS = ("vision_tower", "vision_model", "visual", "multi_modal_projecto
 
 NOT_YET: dict[str, str] = {}
 """Models whose count still differs from vLLM's, with what kvpure misses (strict xfails):
-none of the 38 at present."""
+none of the 39 at present."""
 
 
 def _config(name: str) -> HFConfig:
@@ -69,7 +69,7 @@ def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
     parts = {language: _bytes(tensors, layout) + rotary_cache_bytes(text, dtype_bytes=2)}
     if "lm_head" in names:
         parts["lm_head"] = _bytes(head, layout)
-    shape = encoder_shape(config, text.int_("hidden_size"))
+    shape = encoder_shape(config, text.int_("hidden_size", 0))
     if shape is not None:
         parts["encoder"] = encoder_bytes_per_rank(shape, tp=1, dtype_bytes=2)
         parts["encoder"] += encoder_buffer_bytes(config, dtype_bytes=2)
@@ -98,5 +98,21 @@ def test_each_part_equals_vllms_allocation(name: str) -> None:
 
 def test_the_counts_cover_the_families() -> None:
     assert MORE["vllm_version"] == "0.26.0"
-    assert len(MORE["models"]) == 29
-    assert len(COUNTS) == 38
+    assert len(MORE["models"]) == 30
+    assert len(COUNTS) == 39
+
+
+def test_whisper_splits_its_linear_layers_but_not_its_embeddings() -> None:
+    """By hand from vLLM 0.26 whisper.py at TP 2: the qkv/q/kv projections and fc1 split
+    their outputs, out_proj/fc2 their inputs (biases whole); the convolutions, position
+    tables, LayerNorms and the plain nn.Embedding of the vocabulary stay whole."""
+    d, ffn, layers, mel, vocab = 1280, 5120, 32, 128, 51866
+    whole = (d * mel * 3 + d) + (3 * d * d + d) + 1500 * d + vocab * d + 448 * d
+    whole += layers * (4 * d + 2 * d) + 2 * d  # encoder norms, out_proj and fc2 biases
+    whole += layers * (6 * d + 3 * d) + 2 * d  # decoder norms and row-parallel biases
+    encoder = 3 * d * d + 3 * d + d * d + ffn * d + ffn + d * ffn
+    decoder = encoder + (d * d + d) + (2 * d * d + 2 * d) + d * d
+    split = layers * (encoder + decoder) // 2
+    scales = layers * 2 * 16  # decoder self- and cross-attention scale buffers
+    got = worker_weights(_config("whisper_large_v3.json"), Parallelism(tp=2)).bytes_per_worker
+    assert got == ((whole + split) * 2 + scales,) * 2

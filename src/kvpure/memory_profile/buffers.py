@@ -29,7 +29,7 @@ the pipeline stage of their layer:
 - four float32 scalars per attention layer, ``_k_scale``, ``_v_scale``, ``_q_scale`` and
   ``_prob_scale`` (``set_default_quant_scales(register_buffer=True)`` in
   vllm/model_executor/layers/attention/attention.py, for ``Attention`` and
-  ``MLAAttention``);
+  ``MLAAttention``; Whisper: its decoder's self- and cross-attention, not the encoder's);
 - Gemma's embedding ``normalizer``, one scalar in the model dtype (gemma.py, gemma2.py,
   gemma3.py);
 - Falcon-H1's ``mup_vector`` per layer, the width of the Mamba2 ``in_proj`` output in the
@@ -158,6 +158,13 @@ def rotary_cache_bytes(cfg: HFConfig, *, dtype_bytes: int) -> int:
 
 def model_buffers(cfg: HFConfig) -> tuple[TensorInfo, ...]:
     """The scalar buffers of the language model ``cfg`` (its ``text_config``), as tensors."""
+    if cfg.str_("model_type", "") == "whisper":  # decoder self- and cross-attention
+        return tuple(
+            TensorInfo(name=f"model.decoder.layers.{i}.{a}.attn.{scale}", dtype="F32", shape=())
+            for i in range(cfg.int_("decoder_layers", minimum=1))
+            for a in ("self_attn", "encoder_attn")
+            for scale in _ATTENTION_SCALES
+        )
     layers = cfg.int_("num_hidden_layers", minimum=1)
     out = [
         TensorInfo(name=f"model.layers.{index}.self_attn.attn.{scale}", dtype="F32", shape=())

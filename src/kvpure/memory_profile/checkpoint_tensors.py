@@ -38,6 +38,7 @@ from kvpure.memory_profile.model_traits import (
     uses_vllm_rotary,
 )
 from kvpure.memory_profile.safetensors_header import TensorInfo
+from kvpure.memory_profile.whisper_tensors import whisper_tensors
 from kvpure.models.config import HFConfig
 from kvpure.models.families.common import with_defaults
 from kvpure.models.families.gemma import GEMMA3_TEXT_DEFAULTS
@@ -98,6 +99,8 @@ def checkpoint_tensors(
         )
     cfg = language_config(config)
     dt = "F32" if cfg.str_("torch_dtype", cfg.str_("dtype", "bfloat16")) == "float32" else "BF16"
+    if cfg.str_("model_type", "") == "whisper":  # encoder-decoder: its own layout
+        return tuple(whisper_tensors(cfg, "none" if quantization == "mxfp4" else quantization, dt))
     h = cfg.int_("hidden_size", minimum=1)
     layers = cfg.int_("num_hidden_layers", minimum=1)
     vocab = cfg.int_("vocab_size", minimum=1)

@@ -77,6 +77,7 @@ _COLUMN: Final = frozenset(
         "in_proj",
         "q_b_proj",
         "kv_b_proj",
+        "kv_proj",
         "dense_h_to_4h",
         "c_attn",
     }
@@ -130,6 +131,10 @@ class ShardingLayout:
     """``module.param`` or bare param names (``gate.e_score_correction_bias``, ``A_log``)
     vLLM allocates in float32
     whatever the model dtype: counted at 4 bytes an element, not in the served dtype."""
+
+    plain_modules: frozenset[str] = frozenset()
+    """Modules vLLM builds as plain torch layers (Whisper's ``embed_tokens``): whole on
+    every rank, the vocabulary not padded."""
 
     def __post_init__(self) -> None:
         check_int("num_layers", self.num_layers, minimum=1)
@@ -294,7 +299,7 @@ def worker_weight_bytes(
         if layout.tie_word_embeddings and module in ("lm_head", "embed_out"):
             continue  # vLLM skips a tied checkpoint's lm_head and reuses the embedding
         info = _served(raw, served_dtype_bytes, layout.float32_params)
-        kind = classify(info.name)
+        kind = ShardKind.REPLICATED if module in layout.plain_modules else classify(info.name)
         expert = _EXPERT.search(info.name)
         for stage in _stages_of(info.name, layout, pp):
             if expert is not None and ep > 1:

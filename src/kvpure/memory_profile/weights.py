@@ -10,7 +10,7 @@ Without them the tensors are laid out from config.json
 (:mod:`~kvpure.memory_profile.checkpoint_tensors`) in the checkpoint's
 quantization format, plus the vision tower and projector config.json's
 ``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`) and the
-rotary caches and other buffers, and the result is an estimate (on the 38 configs
+rotary caches and other buffers, and the result is an estimate (on the 39 configs
 checked it equals vLLM 0.26's own allocation at TP 1 to the byte;
 tests/test_memory_weights_exact.py) with a band of 0.25% plus 0.05 GiB.
 """
@@ -157,12 +157,18 @@ def _compressed_tensors_layout(quant: HFConfig) -> str:
 def weights_layout(config: HFConfig) -> ShardingLayout:
     """The sharding facts of the language model of ``config``."""
     cfg = language_config(config)
-    heads = cfg.int_("num_attention_heads", minimum=1)
+    whisper = cfg.str_("model_type", "") == "whisper"
+    if whisper:  # fused qkv_proj everywhere: the KV-head rule never applies
+        heads = cfg.int_("decoder_attention_heads", minimum=1)
+    else:
+        heads = cfg.int_("num_attention_heads", minimum=1)
     return ShardingLayout(
         num_layers=cfg.int_("num_hidden_layers", minimum=1),
         num_kv_heads=cfg.int_("num_key_value_heads", heads, minimum=1),
         tie_word_embeddings=tied_embeddings(cfg),
         float32_params=float32_params(cfg),
+        # whisper.py's decoder embedding is a plain nn.Embedding: whole, not padded
+        plain_modules=frozenset({"embed_tokens"}) if whisper else frozenset(),
     )
 
 
