@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.buffers import model_buffers, rotary_cache_bytes
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
 from kvpure.memory_profile.encoders import (
@@ -116,3 +117,21 @@ def test_whisper_splits_its_linear_layers_but_not_its_embeddings() -> None:
     scales = layers * 2 * 16  # decoder self- and cross-attention scale buffers
     got = worker_weights(_config("whisper_large_v3.json"), Parallelism(tp=2)).bytes_per_worker
     assert got == ((whole + split) * 2 + scales,) * 2
+
+
+def test_a_bad_hybrid_pattern_is_a_typed_error() -> None:
+    data = json.loads((DATA / "nemotron_nano_9b_v2.json").read_text())
+    data["hybrid_override_pattern"] = "M-X"
+    with pytest.raises(InvalidFieldError, match="hybrid_override_pattern"):
+        checkpoint_tensors(parse_model_config(data))
+
+
+def test_float32_parameters_keep_four_bytes_under_any_served_dtype() -> None:
+    """vLLM keeps Kimi-K2's e_score_correction_bias (noaux_tc) and Mamba's A in float32."""
+    kimi = _config("kimi_k2_instruct.json")
+    bf16 = worker_weights(kimi, Parallelism()).bytes_per_worker[0]
+    fp16 = worker_weights(kimi, Parallelism(), dtype="float16").bytes_per_worker[0]
+    assert bf16 == fp16
+    biases = [t for t in checkpoint_tensors(kimi) if t.name.endswith("e_score_correction_bias")]
+    assert len(biases) == 60  # one per MoE layer (61 layers, the first dense)
+    assert all(t.dtype == "F32" and t.shape == (384,) for t in biases)
