@@ -221,6 +221,8 @@ def test_kv_cache_memory_overrides_the_estimate(capsys: pytest.CaptureFixture[st
 
 ROTARY_BYTES = 4096 * 16 * 2
 """The tiny Llama's rotary cache: 4096 positions x head_dim 16 (64 / 4 heads) in bf16."""
+SCALE_BYTES = 4 * 4
+"""Its attention layer's four float32 scale buffers (_k/_v/_q/_prob_scale, attention.py)."""
 
 
 def _tiny_llama(folder: Path) -> int:
@@ -270,8 +272,9 @@ def test_weights_are_exact_from_the_model_folders_safetensors(
     assert code == 0
     (m,) = memory_of(data)
     # One GPU loads every tensor as stored, plus the rotary cos/sin cache vLLM
-    # registers as a buffer (rotary_embedding/base.py: max_position x head_dim, bf16).
-    assert m["weights_bytes"] == total + ROTARY_BYTES
+    # registers as a buffer (rotary_embedding/base.py: max_position x head_dim, bf16)
+    # and the attention layer's scale buffers.
+    assert m["weights_bytes"] == total + ROTARY_BYTES + SCALE_BYTES
     terms = m["terms"]
     assert isinstance(terms, dict)
     assert terms["weights"] == {"exact": True, "error_bytes": 0}
@@ -305,7 +308,8 @@ def test_exact_weights_are_split_per_worker_as_vllm_shards_them(
     # rows (already a multiple of 64); the three norms stay whole.
     h, inter, vocab = 64, 128, 128
     split = (h * h + 2 * 32 * h + h * h + 2 * inter * h + h * inter + 2 * vocab * h) // 2
-    expected = (split + 3 * h) * 2 + ROTARY_BYTES  # bf16; the rotary cache on each rank
+    # bf16; the rotary cache and the layer's scale buffers on each rank
+    expected = (split + 3 * h) * 2 + ROTARY_BYTES + SCALE_BYTES
     assert [m["weights_bytes"] for m in memory_of(data)] == [expected, expected]
     assert all(m["terms"]["weights"]["exact"] for m in memory_of(data))
 

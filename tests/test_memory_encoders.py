@@ -7,7 +7,11 @@ for every size), and SigLIP-So400m (Gemma-3's encoder) about 400M.
 
 from __future__ import annotations
 
-from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
+from kvpure.memory_profile.encoders import (
+    encoder_buffer_bytes,
+    encoder_bytes_per_rank,
+    encoder_shape,
+)
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.weights import worker_weights
 from kvpure.models.config import parse_model_config
@@ -76,4 +80,7 @@ def test_the_encoder_lands_on_the_first_stage_split_over_tp() -> None:
         a = worker_weights(with_tower, Parallelism(tp=tp, pp=pp)).bytes_per_worker
         b = worker_weights(without, Parallelism(tp=tp, pp=pp)).bytes_per_worker
         extra = encoder_bytes_per_rank(shape, tp=tp, dtype_bytes=2)
+        # and the vision rotary's cos/sin cache (8192 x 40 in bf16), whole on each rank
+        extra += encoder_buffer_bytes(with_tower, dtype_bytes=2)
+        assert encoder_buffer_bytes(with_tower, dtype_bytes=2) == 8192 * 40 * 2
         assert [x - y for x, y in zip(a, b, strict=True)] == [extra] * tp + [0] * (tp * (pp - 1))

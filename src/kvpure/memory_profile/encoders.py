@@ -22,7 +22,11 @@ from dataclasses import dataclass
 
 from kvpure.models.config import HFConfig
 
-__all__ = ["EncoderShape", "encoder_bytes_per_rank", "encoder_shape"]
+__all__ = ["EncoderShape", "encoder_buffer_bytes", "encoder_bytes_per_rank", "encoder_shape"]
+
+_QWEN_VISION_ROPE_POSITIONS = 8192
+"""Qwen2/2.5/3-VL's vision rotary: ``get_rope(head_dim, max_position=8192,
+partial_rotary_factor=0.5)`` (qwen2_vl.py, qwen2_5_vl.py, qwen3_vl.py)."""
 
 _GATED_MLP = frozenset({"qwen2_5_vl", "qwen2_5_vl_text"})
 _LEARNED_POSITIONS = frozenset({"gemma3", "siglip_vision_model", "llama4", "kimi_vl"})
@@ -183,3 +187,35 @@ def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
 def encoder_bytes_per_rank(shape: EncoderShape, *, tp: int, dtype_bytes: int) -> int:
     """Bytes of the encoder on one first-stage rank: the parallel layers split over TP."""
     return (-(-shape.sharded // tp) + shape.replicated) * dtype_bytes
+
+
+def encoder_buffer_bytes(config: HFConfig, *, dtype_bytes: int) -> int:
+    """Bytes of the buffers vLLM 0.26 registers in the encoder, on each first-stage rank.
+
+    - Qwen2/2.5/3-VL: the vision rotary's cos/sin cache, 8192 positions x half the
+      vision head size, in the model dtype;
+    - Gemma-3 (SigLIP): ``position_ids``, one int64 per patch (siglip.py);
+    - Llama-4: the 2D vision rotary, one complex64 per (patch + class token) and
+      quarter head size pair (``Llama4VisionRotaryEmbedding._compute_cos_sin_cache``).
+    """
+    if not config.has("vision_config"):
+        return 0
+    vision = config.sub("vision_config")
+    family = config.str_("model_type", "")
+    h = _first_int(vision, "embed_dim" if family.startswith("qwen2_vl") else "hidden_size")
+    heads = _first_int(vision, "num_heads", "num_attention_heads")
+    if h <= 0 or heads <= 0:
+        return 0
+    head_dim = h // heads
+    if family.startswith(("qwen2_vl", "qwen2_5_vl")) or family in _QWEN3_VL:
+        return _QWEN_VISION_ROPE_POSITIONS * (head_dim // 2) * dtype_bytes
+    image = _first_int(vision, "image_size", default=0)
+    patch = _first_int(vision, "patch_size", default=14)
+    if not image or patch <= 0:
+        return 0
+    patches = (image // patch) ** 2
+    if family.startswith("gemma3"):
+        return patches * 8
+    if family.startswith("llama4"):
+        return (patches + 1) * (head_dim // 2) * 8
+    return 0

@@ -77,6 +77,7 @@ _COLUMN: Final = frozenset(
         "in_proj",
         "q_b_proj",
         "kv_b_proj",
+        "kv_proj",
         "dense_h_to_4h",
         "c_attn",
     }
@@ -126,6 +127,14 @@ class ShardingLayout:
     num_layers: int
     num_kv_heads: int
     tie_word_embeddings: bool
+    float32_params: frozenset[str] = frozenset()
+    """``module.param`` or bare param names (``gate.e_score_correction_bias``, ``A_log``)
+    vLLM allocates in float32
+    whatever the model dtype: counted at 4 bytes an element, not in the served dtype."""
+
+    plain_modules: frozenset[str] = frozenset()
+    """Modules vLLM builds as plain torch layers (Whisper's ``embed_tokens``): whole on
+    every rank, the vocabulary not padded."""
 
     def __post_init__(self) -> None:
         check_int("num_layers", self.num_layers, minimum=1)
@@ -228,8 +237,10 @@ def _tp_bytes(info: TensorInfo, kind: ShardKind, tp: int, kv_heads: int) -> int:
     return _split(info, in_dim, 1, tp)
 
 
-def _served(info: TensorInfo, dtype_bytes: int | None) -> TensorInfo:
-    _, param = _module(info.name)
+def _served(info: TensorInfo, dtype_bytes: int | None, float32: frozenset[str]) -> TensorInfo:
+    module, param = _module(info.name)
+    if float32 and (param in float32 or f"{module}.{param}" in float32):
+        return TensorInfo(name=info.name, dtype="F32", shape=info.shape)
     if dtype_bytes is None or info.dtype not in _FLOAT_DTYPES or "scale" in param:
         return info
     dtype = {2: "BF16", 4: "F32", 1: "U8"}.get(dtype_bytes, info.dtype)
@@ -287,8 +298,8 @@ def worker_weight_bytes(
         module, _ = _module(raw.name)
         if layout.tie_word_embeddings and module in ("lm_head", "embed_out"):
             continue  # vLLM skips a tied checkpoint's lm_head and reuses the embedding
-        info = _served(raw, served_dtype_bytes)
-        kind = classify(info.name)
+        info = _served(raw, served_dtype_bytes, layout.float32_params)
+        kind = ShardKind.REPLICATED if module in layout.plain_modules else classify(info.name)
         expert = _EXPERT.search(info.name)
         for stage in _stages_of(info.name, layout, pp):
             if expert is not None and ep > 1:

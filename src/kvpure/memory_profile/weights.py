@@ -10,9 +10,9 @@ Without them the tensors are laid out from config.json
 (:mod:`~kvpure.memory_profile.checkpoint_tensors`) in the checkpoint's
 quantization format, plus the vision tower and projector config.json's
 ``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`) and the
-rotary caches, and the result is an estimate (on the models checked it equals
-vLLM 0.26's own allocation within 1 MiB; tests/test_memory_weights_vllm.py) with a
-band of 0.25% plus 0.05 GiB.
+rotary caches and other buffers, and the result is an estimate (on the 39 configs
+checked it equals vLLM 0.26's own allocation at TP 1 to the byte;
+tests/test_memory_weights_exact.py) with a band of 0.25% plus 0.05 GiB.
 """
 
 from __future__ import annotations
@@ -21,16 +21,31 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.buffers import rotary_cache_bytes
-from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
-from kvpure.memory_profile.encoders import encoder_bytes_per_rank, encoder_shape
+from kvpure.memory_profile.buffers import model_buffers, rotary_cache_bytes
+from kvpure.memory_profile.checkpoint_tensors import (
+    checkpoint_tensors,
+    float32_params,
+    language_config,
+    tied_embeddings,
+)
+from kvpure.memory_profile.encoders import (
+    encoder_buffer_bytes,
+    encoder_bytes_per_rank,
+    encoder_shape,
+)
 from kvpure.memory_profile.profile_logs import GIB
 from kvpure.memory_profile.quantized_experts import mxfp4_experts_per_worker
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism, ShardingLayout, worker_weight_bytes
 from kvpure.models.config import HFConfig
 
-__all__ = ["WorkerWeights", "checkpoint_quantization", "served_dtype_bytes", "worker_weights"]
+__all__ = [
+    "WorkerWeights",
+    "checkpoint_quantization",
+    "served_dtype_bytes",
+    "weights_layout",
+    "worker_weights",
+]
 
 _DTYPE_BYTES: Final = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 _RUNTIME_QUANT: Final = {
@@ -139,14 +154,21 @@ def _compressed_tensors_layout(quant: HFConfig) -> str:
     return "gptq" if bits <= 4 else "fp8"  # 4-bit packed with group scales; else one byte
 
 
-def _layout(config: HFConfig) -> ShardingLayout:
+def weights_layout(config: HFConfig) -> ShardingLayout:
+    """The sharding facts of the language model of ``config``."""
     cfg = language_config(config)
-    heads = cfg.int_("num_attention_heads", minimum=1)
-    gemma = cfg.str_("model_type", "").startswith("gemma")
+    whisper = cfg.str_("model_type", "") == "whisper"
+    if whisper:  # fused qkv_proj everywhere: the KV-head rule never applies
+        heads = cfg.int_("decoder_attention_heads", minimum=1)
+    else:
+        heads = cfg.int_("num_attention_heads", minimum=1)
     return ShardingLayout(
         num_layers=cfg.int_("num_hidden_layers", minimum=1),
         num_kv_heads=cfg.int_("num_key_value_heads", heads, minimum=1),
-        tie_word_embeddings=cfg.bool_("tie_word_embeddings", gemma),
+        tie_word_embeddings=tied_embeddings(cfg),
+        float32_params=float32_params(cfg),
+        # whisper.py's decoder embedding is a plain nn.Embedding: whole, not padded
+        plain_modules=frozenset({"embed_tokens"}) if whisper else frozenset(),
     )
 
 
@@ -173,13 +195,20 @@ def worker_weights(
     if tensors is not None and from_headers:
         if mxfp4:  # the packed experts are re-laid out by the kernel: counted below
             tensors = tuple(t for t in tensors if ".experts." not in t.name)
-        totals = worker_weight_bytes(tensors, _layout(config), parallel, served_dtype_bytes=size)
+        tensors += model_buffers(text)
+        totals = worker_weight_bytes(
+            tensors, weights_layout(config), parallel, served_dtype_bytes=size
+        )
     else:
         implied = checkpoint_tensors(config, quantization=layout, routed_experts=not mxfp4)
-        totals = worker_weight_bytes(implied, _layout(config), parallel, served_dtype_bytes=size)
+        implied += model_buffers(text)
+        totals = worker_weight_bytes(
+            implied, weights_layout(config), parallel, served_dtype_bytes=size
+        )
         encoder = encoder_shape(config, text.int_("hidden_size", 0))
         if encoder is not None:
             extra = encoder_bytes_per_rank(encoder, tp=parallel.tp, dtype_bytes=size)
+            extra += encoder_buffer_bytes(config, dtype_bytes=size)
             totals = tuple(b + (extra if w < parallel.tp else 0) for w, b in enumerate(totals))
     if mxfp4:  # the routed experts in vLLM's stored (kernel-rounded) layout
         experts = mxfp4_experts_per_worker(text, parallel)

@@ -1,0 +1,159 @@
+"""Family facts about a language model's config.json that shape what vLLM 0.26 allocates.
+
+Which layers are MoE or Mamba, whether the LM head is tied, which parameters vLLM keeps
+in float32 whatever the model dtype, and whether vLLM builds its own rotary layers.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kvpure.errors import InvalidFieldError
+from kvpure.models.config import HFConfig
+
+__all__ = [
+    "float32_params",
+    "is_moe_layer",
+    "layer_kinds",
+    "layer_norms",
+    "nemotron_h_kinds",
+    "num_experts",
+    "routing_bias",
+    "tied_embeddings",
+    "uses_vllm_rotary",
+]
+
+
+_TRANSFORMERS_BACKEND: Final = frozenset({"olmo", "olmo2"})
+"""Families vLLM 0.26 runs through its Transformers modeling backend (registry.py maps
+``Olmo2ForCausalLM`` to ``TransformersForCausalLM``): Hugging Face's own rotary, which
+registers no cos/sin cache."""
+
+
+def uses_vllm_rotary(cfg: HFConfig) -> bool:
+    """Whether vLLM builds the language model ``cfg`` with its own rotary layers."""
+    return cfg.str_("model_type", "") not in _TRANSFORMERS_BACKEND
+
+
+def num_experts(cfg: HFConfig) -> int:
+    """Routed experts per MoE layer (0 for a dense model)."""
+    for key in ("n_routed_experts", "num_local_experts", "num_experts"):
+        if cfg.has(key):
+            return cfg.int_(key, minimum=0)
+    return 0
+
+
+def is_moe_layer(cfg: HFConfig, index: int) -> bool:
+    """Whether decoder layer ``index`` has routed experts."""
+    if num_experts(cfg) == 0:
+        return False
+    if index < cfg.int_("first_k_dense_replace", 0):
+        return False
+    if cfg.has("mlp_only_layers") and index in cfg.int_list("mlp_only_layers"):
+        return False
+    step = cfg.int_("decoder_sparse_step", 1, minimum=1)
+    return (index + 1) % step == 0
+
+
+_PATTERN_KINDS: Final = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+
+def nemotron_h_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
+    """Each layer's mixer from Nemotron-H's ``hybrid_override_pattern``."""
+    pattern = cfg.str_("hybrid_override_pattern", "")
+    if len(pattern) != layers or any(c not in _PATTERN_KINDS for c in pattern):
+        raise InvalidFieldError(
+            field="config.json hybrid_override_pattern",
+            value=pattern[:80],
+            reason=f"must give one of M, *, -, E for each of the {layers} layers",
+        )
+    return tuple(_PATTERN_KINDS[c] for c in pattern)
+
+
+def layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
+    """Each decoder layer's mixer: ``"attention"`` or ``"mamba"`` (Nemotron-H: also
+    ``"mlp"`` and ``"moe"``, layers without a token mixer)."""
+    if cfg.str_("model_type", "") == "nemotron_h":
+        return nemotron_h_kinds(cfg, layers)
+    if cfg.str_("model_type", "") == "jamba":  # transformers' JambaConfig.layers_block_type
+        period = cfg.int_("attn_layer_period", 8, minimum=1)
+        offset = cfg.int_("attn_layer_offset", 4)
+        return tuple("attention" if i % period == offset else "mamba" for i in range(layers))
+    if cfg.has("layer_types"):
+        kinds = cfg.str_list("layer_types")
+        if len(kinds) != layers:
+            raise InvalidFieldError(
+                field="config.json layer_types",
+                value=len(kinds),
+                reason=f"must list one type per layer ({layers})",
+            )
+        return tuple("mamba" if "mamba" in k else "attention" for k in kinds)
+    return ("attention",) * layers
+
+
+_ALWAYS_TIED: Final = frozenset({"cohere", "cohere2"})
+"""Families whose vLLM model file always reuses the embedding as the LM head (commandr.py:
+``CohereForCausalLM`` has no ``lm_head``; its logits use ``model.embed_tokens``)."""
+
+
+def tied_embeddings(cfg: HFConfig) -> bool:
+    """Whether vLLM reuses the embedding as the LM head (no ``lm_head`` of its own)."""
+    family = cfg.str_("model_type", "")
+    if family in _ALWAYS_TIED:
+        return True
+    return cfg.bool_("tie_word_embeddings", family.startswith("gemma"))
+
+
+def float32_params(cfg: HFConfig) -> frozenset[str]:
+    """``module.param`` (or bare ``param``) names vLLM 0.26 allocates in float32 whatever
+    the model dtype.
+
+    - the router's ``e_score_correction_bias`` (deepseek_v2.py with ``topk_method:
+      noaux_tc``, glm4_moe.py; minimax_m2.py with ``use_routing_bias``): one float32 per
+      routed expert;
+    - the Mamba mixers' ``A`` (``A_log`` in the checkpoint), one per head (Mamba2) or per
+      channel and state (Mamba);
+    - GLM-4.5's and MiniMax-M2's router ``gate.weight`` (an ``nn.Linear`` / ``GateLinear``
+      built with ``dtype=torch.float32``).
+    """
+    family = cfg.str_("model_type", "")
+    out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
+    if family in ("glm4_moe", "minimax_m2"):
+        out.add("gate.weight")
+    if _routing_bias(cfg):
+        out.add("gate.e_score_correction_bias")
+    return frozenset(out)
+
+
+def _routing_bias(cfg: HFConfig) -> bool:
+    family = cfg.str_("model_type", "")
+    if family == "glm4_moe":
+        return True
+    if family == "minimax_m2":
+        return cfg.bool_("use_routing_bias", False)
+    return cfg.str_("topk_method", "") == "noaux_tc"
+
+
+def routing_bias(cfg: HFConfig) -> bool:
+    """Whether each MoE layer's router has an ``e_score_correction_bias`` (one per expert)."""
+    return num_experts(cfg) > 0 and _routing_bias(cfg)
+
+
+_LAYER_NORMS: Final = {
+    "gemma2": ("pre_feedforward_layernorm", "post_feedforward_layernorm"),
+    "gemma3": ("pre_feedforward_layernorm", "post_feedforward_layernorm"),
+    "gemma3_text": ("pre_feedforward_layernorm", "post_feedforward_layernorm"),
+    "glm4": ("post_self_attn_layernorm", "post_mlp_layernorm"),
+}
+"""Norms a decoder layer has besides ``input_layernorm`` and ``post_attention_layernorm``
+(gemma2.py, gemma3.py: around the MLP too; glm4.py: after attention and after the MLP)."""
+
+
+def layer_norms(cfg: HFConfig) -> tuple[str, ...]:
+    """The hidden-size norms of one decoder layer (one weight each, no bias)."""
+    family = cfg.str_("model_type", "")
+    if family in ("cohere", "cohere2"):
+        return ("input_layernorm",)  # commandr.py: attention and MLP in parallel, one norm
+    if family in ("olmo2", "olmo3"):  # olmo3.py: both norms after their block
+        return ("post_attention_layernorm", "post_feedforward_layernorm")
+    return ("input_layernorm", "post_attention_layernorm", *_LAYER_NORMS.get(family, ()))
