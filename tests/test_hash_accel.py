@@ -165,7 +165,8 @@ def test_sha_routes_agree() -> None:
 
 
 # The laid-out chain lays out block i + 4 while it hashes block i, in a ring of 8 block slots
-# (src/kvpure/hashing/csrc/prelaid.c): prompts of 1 to 20 blocks (the ring wraps from 9 on),
+# (src/kvpure/hashing/csrc/prelaid.c; with SHA-NI in two halves up to 64 ids a block, one
+# piece above): prompts of 1 to 20 blocks (the ring wraps from 9 on),
 # with a partial tail, blocks of unequal lengths (each its own extra keys, so each slot's
 # body ends elsewhere) and a token the lay-out does not take at every position, found while
 # earlier blocks are already hashed (the general path then hashes the whole prompt).
@@ -177,7 +178,7 @@ def test_pipelined_lay_out_keeps_block_order(algo: str) -> None:
         for native in (True, False):  # SHA-NI or OpenSSL; libxxhash or the xxhash package
             accelerator.set_sha_ni(native)
             accelerator.set_native_xxhash(native)
-            for block_size in (1, 5, 16):
+            for block_size in (1, 5, 16, 65):
                 for num_blocks in range(1, 21):
                     tokens = [(i * 7919 + num_blocks) % 131_072 for i in range(block_size * 21)]
                     tokens = tokens[: block_size * num_blocks + block_size // 2]

@@ -138,6 +138,33 @@ typedef struct {
  * is not an exact int in [0, 2**30). */
 int layout_through(Layout *l, Py_ssize_t last);
 
+/* Lays out block l->laid from its token ids' values (block_size <= SPLIT_MAX of them, read
+ * with small_token): the second half of a lay-out split in two, so that each half runs under
+ * a different SHA-256 compression (sha256_ni_chain). */
+#define SPLIT_MAX 64
+void layout_values(Layout *l, const uint32_t *values);
+
+/* A token's value where it is an exact int in [0, 2**30): 1 and the value, else 0. */
+static inline int
+small_token(PyObject *obj, uint32_t *value)
+{
+    if (!PyLong_CheckExact(obj)) {
+        return 0;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t size = Py_SIZE(obj); /* 0 or 1: one 30-bit digit, non-negative */
+    *value = (uint32_t)((PyLongObject *)obj)->ob_digit[0] & (uint32_t)-(size != 0);
+    return (size_t)size <= 1;
+#else
+    if (!PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+        return 0;
+    }
+    Py_ssize_t v = PyUnstable_Long_CompactValue((PyLongObject *)obj);
+    *value = (uint32_t)v;
+    return v >= 0 && v < (1 << 30);
+#endif
+}
+
 /* Before hashing block i: the blocks up to i + ahead laid out. */
 static inline int
 layout_ahead(Layout *l, Py_ssize_t i)

@@ -28,27 +28,6 @@
 #define LAY_AHEAD 4 /* blocks laid out ahead of the hashed one */
 #endif
 
-/* A token's value where it is an exact int in [0, 2**30): 1 and the value, else 0. */
-static inline int
-small_token(PyObject *obj, uint32_t *value)
-{
-    if (!PyLong_CheckExact(obj)) {
-        return 0;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    Py_ssize_t size = Py_SIZE(obj); /* 0 or 1: one 30-bit digit, non-negative */
-    *value = (uint32_t)((PyLongObject *)obj)->ob_digit[0] & (uint32_t)-(size != 0);
-    return (size_t)size <= 1;
-#else
-    if (!PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
-        return 0;
-    }
-    Py_ssize_t v = PyUnstable_Long_CompactValue((PyLongObject *)obj);
-    *value = (uint32_t)v;
-    return v >= 0 && v < (1 << 30);
-#endif
-}
-
 /* The length of a block's head and parent: [0x83, bytes head, parent] or [PROTO 5, FRAME n,
  * SHORT_BINBYTES / BINBYTES, parent, MEMOIZE]. */
 static size_t
@@ -93,28 +72,25 @@ write_slot(int cbor, unsigned char *start, const unsigned char *parent, size_t p
     }
 }
 
-/* One block's body at `out` (after its slot): its end, or NULL for a token it does not
- * handle. */
-static unsigned char *
-lay_out_block(const Prelaid *p, PyObject **block, Py_ssize_t index, unsigned char *out)
+/* A block's body up to its token items: CBOR's array head, or pickle's MARK. */
+static inline unsigned char *
+block_head(int cbor, Py_ssize_t block_size, unsigned char *out)
 {
-    int cbor = p->cbor;
     if (cbor) {
-        out += cbor_head(out, 4, (uint64_t)p->block_size);
+        out += cbor_head(out, 4, (uint64_t)block_size);
     }
-    else if (p->block_size > 3) {
+    else if (block_size > 3) {
         *out++ = '('; /* MARK */
     }
-    uint32_t values[VALUES_CHUNK];
-    for (Py_ssize_t done = 0; done < p->block_size; done += VALUES_CHUNK) {
-        Py_ssize_t n = p->block_size - done < VALUES_CHUNK ? p->block_size - done : VALUES_CHUNK;
-        for (Py_ssize_t j = 0; j < n; j++) {
-            if (!small_token(block[done + j], &values[j])) {
-                return NULL;
-            }
-        }
-        out = encode_token_items(cbor, values, n, out);
-    }
+    return out;
+}
+
+/* A block's body after its token items: the tuple's close (pickle), the extra keys and
+ * pickle's tail. */
+static inline unsigned char *
+block_tail(const Prelaid *p, Py_ssize_t index, unsigned char *out)
+{
+    int cbor = p->cbor;
     if (!cbor) {
         *out++ = p->block_size > 3 ? 't' : (unsigned char)(0x84 + p->block_size);
         *out++ = 0x94; /* MEMOIZE (index 1) */
@@ -129,6 +105,41 @@ lay_out_block(const Prelaid *p, PyObject **block, Py_ssize_t index, unsigned cha
     return out;
 }
 
+/* One block's body at `out` (after its slot): its end, or NULL for a token it does not
+ * handle. */
+static unsigned char *
+lay_out_block(const Prelaid *p, PyObject *const *block, Py_ssize_t index, unsigned char *out)
+{
+    int cbor = p->cbor;
+    out = block_head(cbor, p->block_size, out);
+    uint32_t values[VALUES_CHUNK];
+    for (Py_ssize_t done = 0; done < p->block_size; done += VALUES_CHUNK) {
+        Py_ssize_t n = p->block_size - done < VALUES_CHUNK ? p->block_size - done : VALUES_CHUNK;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (!small_token(block[done + j], &values[j])) {
+                return NULL;
+            }
+        }
+        out = encode_token_items(cbor, values, n, out);
+    }
+    return block_tail(p, index, out);
+}
+
+void
+layout_values(Layout *l, const uint32_t *values)
+{
+    const Prelaid *p = l->p;
+    Py_ssize_t i = l->laid;
+    size_t k = (size_t)i & l->mask;
+    size_t start = k * l->stride + (i == 0 ? p->first_slot : p->slot);
+    unsigned char *out = block_head(p->cbor, p->block_size, l->buf + start);
+    out = encode_token_items(p->cbor, values, p->block_size, out);
+    out = block_tail(p, i, out);
+    l->starts[k] = start;
+    l->ends[k] = (size_t)(out - l->buf);
+    l->laid = i + 1;
+}
+
 int
 layout_through(Layout *l, Py_ssize_t last)
 {
@@ -140,7 +151,7 @@ layout_through(Layout *l, Py_ssize_t last)
         size_t k = (size_t)i & l->mask;
         size_t start = k * l->stride + (i == 0 ? p->first_slot : p->slot);
         unsigned char *end =
-            lay_out_block(p, (PyObject **)l->items + i * p->block_size, i, l->buf + start);
+            lay_out_block(p, l->items + i * p->block_size, i, l->buf + start);
         if (end == NULL) {
             return UNSUPPORTED;
         }
