@@ -162,3 +162,41 @@ def test_sha_routes_agree() -> None:
     finally:
         accelerator.set_sha_ni(route == "sha-ni")
         accelerator.set_enabled(was_on)
+
+
+# The laid-out chain lays out block i + 4 while it hashes block i, in a ring of 8 block slots
+# (src/kvpure/hashing/csrc/prelaid.c; with SHA-NI in two halves up to 64 ids a block, one
+# piece above): prompts of 1 to 20 blocks (the ring wraps from 9 on),
+# with a partial tail, blocks of unequal lengths (each its own extra keys, so each slot's
+# body ends elsewhere) and a token the lay-out does not take at every position, found while
+# earlier blocks are already hashed (the general path then hashes the whole prompt).
+@pytest.mark.parametrize("algo", ALGORITHMS)
+def test_pipelined_lay_out_keeps_block_order(algo: str) -> None:
+    was_on, sha_ni = accelerator.accelerated(), accelerator.sha_route() == "sha-ni"
+    accelerator.set_enabled(True)
+    try:
+        for native in (True, False):  # SHA-NI or OpenSSL; libxxhash or the xxhash package
+            accelerator.set_sha_ni(native)
+            accelerator.set_native_xxhash(native)
+            for block_size in (1, 5, 16, 65):
+                for num_blocks in range(1, 21):
+                    tokens = [(i * 7919 + num_blocks) % 131_072 for i in range(block_size * 21)]
+                    tokens = tokens[: block_size * num_blocks + block_size // 2]
+                    extras = [("k" * (i % 5),) if i % 3 else None for i in range(num_blocks)]
+                    parent = bytes(range(num_blocks, num_blocks + 32))
+                    expected = reference(algo, parent, tokens, block_size, extras)
+                    for sequence in (tokens, tuple(tokens)):
+                        got = accelerator.hash_prompt_blocks(
+                            algo, parent, sequence, block_size, extras
+                        )
+                        assert got == expected, (native, block_size, num_blocks)
+                    bad = list(tokens)
+                    at = (num_blocks - 1) * block_size + block_size // 2  # in the last block
+                    for value in (2**30, -1):
+                        bad[at] = value
+                        got = accelerator.hash_prompt_blocks(algo, parent, bad, block_size, extras)
+                        assert got == reference(algo, parent, bad, block_size, extras)
+    finally:
+        accelerator.set_sha_ni(sha_ni)
+        accelerator.set_native_xxhash(True)
+        accelerator.set_enabled(was_on)

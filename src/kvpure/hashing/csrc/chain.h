@@ -7,7 +7,7 @@
  *   digest.c  SHA-256 (SHA-NI or OpenSSL) and XXH3-128 (libxxhash.so.0 or the xxhash
  *             package); floor_digests, the benchmarks' hashing floor
  *   chain.c   hash_blocks(): every block of a prompt; the module itself and its switch
- *   prelaid.c the common prompt's chain, every payload laid out before hashing
+ *   prelaid.c the common prompt's chain, payloads laid out a few blocks ahead of the hash
  *   token_items.c  token ids as CBOR / pickle items in bulk (scalar, AVX2, AVX-512); the
  *             token-id scan first_bad_token
  *   sha_ni.c  SHA-256 with the x86 SHA extensions, no copies
@@ -114,6 +114,67 @@ typedef struct {
  * [0, 2**30): OK; UNSUPPORTED for any other token (nothing set); FAILED with an exception. */
 int prelaid_chain(const Prelaid *p, PyObject *parent, PyObject *token_ids, PyObject **result);
 
+/* The payloads of a laid-out chain, written a few blocks ahead of the one hashed (software
+ * pipelining: the lay-out's loads and stores run under the latency of the hash chain, whose
+ * every block waits for the previous digest). Block i lies in ring slot i & mask, `stride`
+ * bytes each (a multiple of 64): its slot (head and parent) first, its body at
+ * buf[starts[i & mask], ends[i & mask]); every slot has room for the longest payload, 64
+ * bytes of slack for the token items' last store and 16 readable past its end (SHA-NI).
+ * The token objects are borrowed: no Python code may run between the first lay-out and the
+ * last (the chain loops call none; the Python xxhash route lays out every block first). */
+typedef struct {
+    const Prelaid *p;
+    PyObject *const *items; /* the prompt's token objects */
+    unsigned char *buf;
+    size_t stride;
+    size_t mask;
+    size_t *starts;
+    size_t *ends;
+    Py_ssize_t laid;  /* blocks laid out so far */
+    Py_ssize_t ahead; /* how far ahead of the hashed block the lay-out runs */
+} Layout;
+
+/* Lays out blocks l->laid .. min(last, num_blocks - 1): OK, or UNSUPPORTED for a token that
+ * is not an exact int in [0, 2**30). */
+int layout_through(Layout *l, Py_ssize_t last);
+
+/* Lays out block l->laid from its token ids' values (block_size <= SPLIT_MAX of them, read
+ * with small_token): the second half of a lay-out split in two, so that each half runs under
+ * a different SHA-256 compression (sha256_ni_chain). */
+#define SPLIT_MAX 64
+void layout_values(Layout *l, const uint32_t *values);
+
+/* A token's value where it is an exact int in [0, 2**30): 1 and the value, else 0. */
+static inline int
+small_token(PyObject *obj, uint32_t *value)
+{
+    if (!PyLong_CheckExact(obj)) {
+        return 0;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t size = Py_SIZE(obj); /* 0 or 1: one 30-bit digit, non-negative */
+    *value = (uint32_t)((PyLongObject *)obj)->ob_digit[0] & (uint32_t)-(size != 0);
+    return (size_t)size <= 1;
+#else
+    if (!PyUnstable_Long_IsCompact((PyLongObject *)obj)) {
+        return 0;
+    }
+    Py_ssize_t v = PyUnstable_Long_CompactValue((PyLongObject *)obj);
+    *value = (uint32_t)v;
+    return v >= 0 && v < (1 << 30);
+#endif
+}
+
+/* Before hashing block i: the blocks up to i + ahead laid out. */
+static inline int
+layout_ahead(Layout *l, Py_ssize_t i)
+{
+    if (l->laid <= i + l->ahead && l->laid < l->p->num_blocks) {
+        return layout_through(l, i + l->ahead);
+    }
+    return OK;
+}
+
 /* ---------------------------------------------------------------- token items (token_items.c) */
 
 /* `n` token ids (each below 2**30) as CBOR items (`cbor`) or pickle ints, back to back at
@@ -137,10 +198,9 @@ PyObject *sha_route(PyObject *self, PyObject *unused);
 /* sha_ni.c: SHA-256 with the SHA extensions (`data` readable 16 bytes past `len`) */
 void sha256_ni(const unsigned char *data, size_t len, unsigned char *md);
 int sha_ni_supported(void);
-/* Blocks first..count-1 of a laid-out chain with 32-byte parents through SHA-NI (prelaid.c). */
-int sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
-                    Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
-                    PyObject *result);
+/* Blocks first.. of a laid-out chain with 32-byte parents through SHA-NI, each laid out
+ * `ahead` blocks before it is hashed (prelaid.c): OK, UNSUPPORTED or FAILED. */
+int sha256_ni_chain(Layout *l, Py_ssize_t first, const unsigned char *parent, PyObject *result);
 /* Whether SHA-256 runs through sha_ni.c now. */
 int sha_ni_in_use(void);
 typedef struct {

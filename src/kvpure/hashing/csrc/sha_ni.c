@@ -127,25 +127,38 @@ digest_bytes(__m128i abef, __m128i cdgh, __m128i *low, __m128i *high)
     *high = _mm_shuffle_epi8(_mm_alignr_epi8(ghcd, feba, 8), swap);   /* E F G H */
 }
 
-/* Blocks first..count-1 of a laid-out chain (prelaid.c) whose parents are 32-byte digests:
- * block i's payload is its slot (head and parent, `slot` bytes, never written: built here in
- * registers from the previous digest, which stays in registers) then buf[starts[i], ends[i]).
- * Each digest is made a bytes object into `result`. `parent` is block first-1's digest. OK,
- * or FAILED with an exception set. */
+/* Blocks first.. of a laid-out chain (prelaid.c) whose parents are 32-byte digests: block i
+ * is laid out `ahead` blocks before it is hashed (layout_ahead), its payload its slot (head
+ * and parent, `slot` bytes, never written: built here in registers from the previous digest,
+ * which stays in registers) then its body. Each digest is written straight into a new bytes
+ * object in `result`. `parent` is block first-1's digest. OK, UNSUPPORTED (a token the
+ * lay-out does not take) or FAILED with an exception set. */
 SHA_TARGET int
-sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
-                Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
-                PyObject *result)
+sha256_ni_chain(Layout *l, Py_ssize_t first, const unsigned char *parent, PyObject *result)
 {
     const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    int cbor = l->p->cbor;
+    Py_ssize_t count = l->p->num_blocks, block_size = l->p->block_size;
+    /* block i + ahead laid out in two halves while block i is hashed: its ids read after
+     * the first compression, the payload written after the last (each half small enough to
+     * run beside a compression's rounds in the out-of-order window); else in one piece */
+    int split = block_size <= SPLIT_MAX;
+    if (split && layout_through(l, first + l->ahead - 1) != OK) {
+        return UNSUPPORTED;
+    }
     size_t slot = cbor ? 35 : 46; /* [0x83, 0x58, 0x20, D] / [PROTO, FRAME n, C 0x20, D, 0x94] */
     __m128i from_slot = _mm_loadu_si128((const __m128i *)(keep_mask + 16 - (slot - 32)));
     __m128i d0 = _mm_loadu_si128((const __m128i *)parent);
     __m128i d1 = _mm_loadu_si128((const __m128i *)(parent + 16));
-    unsigned char md[32];
+    uint32_t values[SPLIT_MAX];
     for (Py_ssize_t i = first; i < count; i++) {
-        const unsigned char *p = buf + starts[i] - slot;
-        size_t len = ends[i] - starts[i] + slot;
+        int read_next = split && l->laid < count; /* then l->laid == i + ahead */
+        if (!split && layout_ahead(l, i) != OK) {
+            return UNSUPPORTED;
+        }
+        size_t k = (size_t)i & l->mask;
+        const unsigned char *p = l->buf + l->starts[k] - slot;
+        size_t len = l->ends[k] - l->starts[k] + slot;
         __m128i p0, p1, p2;
         if (cbor) {
             p0 = _mm_or_si128(_mm_cvtsi32_si128(0x205883), _mm_slli_si128(d0, 3));
@@ -163,6 +176,7 @@ sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const 
         __m128i abef = _mm_set_epi32(0x6a09e667, (int)0xbb67ae85, 0x510e527f, (int)0x9b05688c);
         __m128i cdgh = _mm_set_epi32(0x3c6ef372, (int)0xa54ff53a, 0x1f83d9ab, 0x5be0cd19);
         size_t blocks = (len + 9 + 63) / 64;
+        int fits = 1;
         for (size_t b = 0; b < blocks; b++) {
             size_t at = 64 * b;
             __m128i w0, w1, w2, w3;
@@ -193,15 +207,28 @@ sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const 
                                                     (int)(uint32_t)(bits >> 32), 0, 0));
             }
             compress(&abef, &cdgh, w0, w1, w2, w3);
+            if (b == 0 && read_next) { /* the next block's ids, beside this compression */
+                PyObject *const *tokens = l->items + l->laid * block_size;
+                for (Py_ssize_t j = 0; j < block_size; j++) {
+                    fits &= small_token(tokens[j], &values[j]);
+                }
+            }
         }
         digest_bytes(abef, cdgh, &d0, &d1);
-        _mm_storeu_si128((__m128i *)md, d0);
-        _mm_storeu_si128((__m128i *)(md + 16), d1);
-        PyObject *digest = PyBytes_FromStringAndSize((const char *)md, 32);
+        PyObject *digest = PyBytes_FromStringAndSize(NULL, 32);
         if (digest == NULL) {
             return FAILED;
         }
+        unsigned char *md = (unsigned char *)PyBytes_AS_STRING(digest);
+        _mm_storeu_si128((__m128i *)md, d0);
+        _mm_storeu_si128((__m128i *)(md + 16), d1);
         PyList_SET_ITEM(result, i, digest);
+        if (read_next) {
+            if (!fits) {
+                return UNSUPPORTED;
+            }
+            layout_values(l, values); /* its payload, beside the next block's compressions */
+        }
     }
     return OK;
 }
@@ -231,10 +258,12 @@ sha256_ni(const unsigned char *data, size_t len, unsigned char *md)
 }
 
 int
-sha256_ni_chain(int cbor, const unsigned char *buf, const size_t *starts, const size_t *ends,
-                Py_ssize_t first, Py_ssize_t count, const unsigned char *parent,
-                PyObject *result)
+sha256_ni_chain(Layout *l, Py_ssize_t first, const unsigned char *parent, PyObject *result)
 {
+    (void)l;
+    (void)first;
+    (void)parent;
+    (void)result;
     PyErr_SetString(PyExc_RuntimeError, "SHA-NI is not built in");
     return FAILED;
 }
