@@ -405,7 +405,7 @@ def test_memory_profile_version_selects_the_release_estimated(
     _, old = run_json(old_argv, capsys)
     _, new = run_json([LLAMA, "--gpu", "H100-80GB"], capsys)
     config = parse_model_config(json.loads(Path(LLAMA).read_text()))
-    # Each release's own default utilization: 0.9 before 0.21, 0.92 from 0.21
+    # Each release's own default utilization: 0.9 before 0.20, 0.92 from 0.20
     # (vllm/config/cache.py CacheConfig.gpu_memory_utilization).
     for data, version, utilization in ((old, "0.19.0", 0.9), (new, "0.26.0", 0.92)):
         (m,) = memory_of(data)

@@ -15,11 +15,7 @@ from pathlib import Path
 import pytest
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.estimate import (
-    COEFFICIENTS,
-    activation_gib,
-    fit_coefficients,
-)
+from kvpure.memory_profile.estimate import COEFFICIENTS, activation_gib
 from kvpure.memory_profile.evaluation import (
     cuda_graph_errors,
     error_table,
@@ -27,6 +23,7 @@ from kvpure.memory_profile.evaluation import (
     render_error_table,
     summarize,
 )
+from kvpure.memory_profile.fit import fit_coefficients
 from kvpure.memory_profile.profile_logs import ProfileLog, load_profile_logs, parse_profile_log
 from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules, parse_version
 

@@ -53,7 +53,9 @@ def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
         ("0.11", "0.26", "0.10-0.14"),
         ("v0.16.0", "0.26", "0.15-0.16"),
         ("0.17", "0.26", "0.17"),
-        ("0.19.0", "0.26", "0.18-0.20"),
+        ("0.18.0", "0.26", "0.18"),
+        ("0.19.0", "0.26", "0.19"),
+        ("0.20.0", "0.26", "0.20"),
         ("0.22", "0.26", "0.21-0.25"),
         ("0.27.1", "0.33", "0.27-0.33"),
         ("0.31", "0.33", "0.27-0.33"),
@@ -114,7 +116,10 @@ def test_reproduced_releases_and_an_explicit_profile_are_kept() -> None:
         ("0.16.0", 2, 1, (9, 0), False),  # 0.16.0 config/vllm.py: fuse_allreduce_rms False
         ("0.17.0", 2, 1, (9, 0), True),  # 0.17.0 OPTIMIZATION_LEVEL_02: on for 9.0 / 10.0
         ("0.17.0", 2, 2, (9, 0), False),  # ... and PP 1 only
-        ("0.19.0", 2, 1, (10, 3), False),
+        ("0.18.0", 2, 1, (10, 3), False),  # 0.18.0: is_device_capability(100) only
+        ("0.19.0", 2, 1, (10, 3), True),  # 0.19.0: is_device_capability_family(100)
+        ("0.19.0", 2, 2, (9, 0), False),  # ... still PP 1 only
+        ("0.20.0", 2, 2, (10, 0), False),  # 0.20.0: PP 1 only too
         ("0.21.0", 2, 1, (10, 3), True),  # 0.21.0: is_device_capability_family(100)
         ("0.21.0", 2, 2, (9, 0), True),
         ("0.26", 4, 1, (8, 0), False),  # A100

@@ -54,8 +54,9 @@ def _llama() -> HFConfig:
         ("0.11.0", "0.10-0.14", False, False, False, 0.9),
         ("0.16.0", "0.15-0.16", False, False, False, 0.9),
         ("0.17.0", "0.17", False, False, False, 0.9),
-        ("0.19.0", "0.18-0.20", False, False, False, 0.9),
-        ("0.20", "0.18-0.20", False, False, False, 0.9),
+        ("0.18.0", "0.18", False, False, False, 0.9),
+        ("0.19.0", "0.19", False, False, False, 0.9),
+        ("0.20", "0.20", True, False, False, 0.92),
         ("0.21.0", "0.21-0.25", True, False, False, 0.92),
         ("0.26", "0.26", True, False, False, 0.92),
         ("0.27.0", "0.27-0.33", True, True, False, 0.92),
@@ -174,8 +175,9 @@ def test_0_34_on_rocm_keeps_a_3_gib_floor() -> None:
 @pytest.mark.parametrize(
     ("version", "subtracted_on_rocm"),
     # gpu_worker.determine_available_memory estimates CUDA graphs only where
-    # current_platform.is_cuda() in 0.21.0-0.25.0, is_cuda_alike() (ROCm too) from 0.26.0
-    [("0.21.0", False), ("0.25", False), ("0.26", True), ("0.33", True)],
+    # not current_platform.is_rocm() in 0.20.0, is_cuda() in 0.21.0-0.25.0,
+    # is_cuda_alike() (ROCm too) from 0.26.0
+    [("0.20.0", False), ("0.21.0", False), ("0.25", False), ("0.26", True), ("0.33", True)],
 )
 def test_rocm_subtracts_cuda_graphs_from_0_26(version: str, subtracted_on_rocm: bool) -> None:
     cuda = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
@@ -189,7 +191,7 @@ def test_rocm_subtracts_cuda_graphs_from_0_26(version: str, subtracted_on_rocm: 
     assert b.kv_cache_bytes - a.kv_cache_bytes == expected_gap
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.19.0", "0.26", "0.33", "0.34"])
+@pytest.mark.parametrize("version", ["0.11.0", "0.19.0", "0.20.0", "0.26", "0.33", "0.34"])
 def test_enforce_eager_charges_no_cuda_graphs(version: str) -> None:
     graphs = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
     eager = ServeSettings(total_gpu_bytes=H100, vllm_version=version, enforce_eager=True)
@@ -251,3 +253,21 @@ def test_memory_case_takes_the_vllm_version_parameter() -> None:
     assert case.workers[0].budget.memory_profile == "0.27-0.33"
     default = memory_case(config, model_layout(config), {"gpu": "H100-80GB"}, model_folder=None)
     assert default.workers[0].budget.memory_profile == "0.34"
+
+
+def test_0_20_is_the_first_release_to_subtract_cuda_graphs_and_ask_0_92() -> None:
+    """The 0.19/0.20 boundary, read in the two wheels: vllm 0.19.0 ``envs.py`` reads
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` with default "0" (the estimate is logged,
+    ``cudagraph_memory_estimate_applied`` is 0) and ``config/cache.py`` has
+    ``Field(default=0.9)``; vllm 0.20.0 defaults the variable to "1" and utilization to
+    0.92, and ``Worker.determine_available_memory`` subtracts the applied estimate."""
+    old = ServeSettings(total_gpu_bytes=H100, vllm_version="0.19.0", gpu_memory_utilization=0.9)
+    new = ServeSettings(total_gpu_bytes=H100, vllm_version="0.20.0", gpu_memory_utilization=0.9)
+    (a,) = estimate_memory_budget(_llama(), old)
+    (b,) = estimate_memory_budget(_llama(), new)
+    assert (a.cuda_graph_subtracted, b.cuda_graph_subtracted) == (False, True)
+    assert a.kv_cache_bytes - b.kv_cache_bytes == b.cuda_graph_bytes > 0
+    unset = ServeSettings(total_gpu_bytes=H100, vllm_version="0.20.0", gpu_memory_utilization=None)
+    (c,) = estimate_memory_budget(_llama(), unset)
+    assert c.gpu_memory_utilization == 0.92
+    assert c.requested_bytes == math.ceil(H100 * 0.92)

@@ -54,7 +54,7 @@ __all__ = [
 class ServeSettings:
     """The ``vllm serve`` settings the memory profile depends on.
 
-    ``gpu_memory_utilization=None`` is vLLM's unset value: 0.9, 0.92 from 0.21,
+    ``gpu_memory_utilization=None`` is vLLM's unset value: 0.9, 0.92 from 0.20,
     1.0 under 0.34's extensible KV cache (``MemoryProfileRules``).
     ``enforce_eager`` captures no CUDA graphs, so none are charged; ``rocm``
     selects ROCm's 3 GiB margin floor of the extensible KV cache, and before 0.26
@@ -373,7 +373,7 @@ def render_vllm_log(budget: MemoryBudget) -> str:
     elif budget.cuda_graph_subtracted:
         graph_note = "subtracted"
     else:
-        graph_note = "not subtracted before vLLM 0.21"
+        graph_note = "not subtracted before vLLM 0.20"
     lines = [
         f"worker {budget.worker}: total_gpu_memory ({format_gib(budget.total_bytes)}GiB) x "
         f"gpu_memory_utilization ({budget.gpu_memory_utilization:.2f}) = "

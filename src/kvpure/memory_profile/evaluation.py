@@ -44,7 +44,7 @@ class KVError:
     logged_gib: float
     band_gib: float
     release: str = ""
-    """The rules range of the log's vLLM version (``0.17-0.20``...)."""
+    """The rules range of the log's vLLM version (``0.21-0.25``...)."""
     gpu: str = ""
 
     @property
@@ -187,12 +187,12 @@ def error_table(errors: Iterable[KVError]) -> tuple[tuple[str, str, ErrorSummary
 def render_error_table(errors: Iterable[KVError]) -> str:
     """:func:`error_table` as the Markdown table docs/memory-profile.md prints."""
     lines = [
-        "| vLLM | GPU | logs | median abs error (GiB) | max | inside the band |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| vLLM | GPU | logs | median abs error (GiB) | p90 | max | inside the band |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for release, gpu, s in error_table(errors):
         lines.append(
-            f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.max:.2f} | "
+            f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.p90:.2f} | {s.max:.2f} | "
             f"{s.within_band} of {s.count} |"
         )
     return "\n".join(lines)

@@ -1,32 +1,45 @@
 """vLLM's start-up memory profile, one frozen rules record per range of V1 releases.
 
-How vLLM sizes the KV cache changed four times across the V1 engine; each
-record names the rule that changed and the vLLM file and function of each
-side (read in the release's own wheel):
+How vLLM sizes the KV cache changed across the V1 engine; each record names
+the rule that changed and the vLLM file and function of each side (read in the
+release's own wheel, ``pip download --no-deps vllm==X``):
 
-- **0.10-0.16** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
+- **0.10-0.14** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
   ``Worker.determine_available_memory``; ``vllm/utils/__init__.py``,
   ``memory_profiling``): ``kv = requested - (weights + torch peak increase +
   non-torch increase)``; no CUDA-graph term. The sampler's dummy run keeps
   several float32 copies of the logits (the larger sampler peak), and with
   TP > 1 the non-torch term is NCCL's state alone (0.54-0.55 GiB logged on
   H100 with vLLM 0.11).
+- **0.15-0.16** (0.15.0 and 0.16.0 ``vllm/config/vllm.py``: ``fuse_allreduce_rms``
+  False at every optimization level): the same.
 - **0.17** (vllm 0.17.0 ``vllm/config/vllm.py``, ``OPTIMIZATION_LEVEL_02``,
-  ``enable_allreduce_rms_fusion``; False at every level in 0.15.0 and
-  0.16.0): the same formula; the sampler's peak shrinks (Qwen3-14B logs
-  5.64 GiB of activation in 0.16, 2.23 in 0.17), and with TP > 1 on compute
-  capability 9.0 or 10.0 (and PP 1) FlashInfer's fused all-reduce + RMSNorm
-  is on by default: its workspace sits in the non-torch term (2.06-2.21 GiB
-  logged on H100 with 0.19).
-- **0.18-0.20**: one GPU's non-torch increase grows from 0.13 to 0.25 GiB
-  (the Qwen3-14B logs of 0.17 and 0.18).
-- **0.21-0.25** (vllm 0.21.0 ``gpu_worker.py``, ``determine_available_memory``;
-  ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1):
-  ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too;
-  ``gpu_memory_utilization`` defaults to 0.92 (``config/cache.py``); the
-  fused all-reduce covers the whole 10.x family and any PP size
-  (``is_device_capability_family(100)``). The estimate is made only where
-  ``current_platform.is_cuda()`` (0.21.0-0.25.0), so ROCm subtracts nothing.
+  ``enable_allreduce_rms_fusion``): the same formula; the sampler's peak
+  shrinks (Qwen3-14B logs 5.64 GiB of activation in 0.16, 2.23 in 0.17), and
+  with TP > 1 on compute capability exactly 9.0 or 10.0
+  (``is_device_capability(90)`` / ``(100)``), PP 1 and DP 1, FlashInfer's fused
+  all-reduce + RMSNorm is on by default: its workspace sits in the non-torch
+  term (2.06-2.21 GiB logged on H100 with 0.19).
+- **0.18** (0.18.0 ``config/vllm.py``: the 0.17 rule unchanged;
+  ``gpu_worker.py``: the CUDA-graph estimate is made and logged but applied
+  only with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, default "0" in
+  ``envs.py``): one GPU's non-torch increase grows from 0.13 to 0.25 GiB (the
+  Qwen3-14B logs of 0.17 and 0.18).
+- **0.19** (0.19.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``:
+  ``is_device_capability_family(100)``): the fused all-reduce covers the
+  whole 10.x family (B300/GB300's 10.3 too), still with PP 1 and DP 1.
+- **0.20** (0.20.0 ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+  defaults to "1"; ``gpu_worker.py``, ``determine_available_memory``:
+  ``cudagraph_memory_estimate_applied`` subtracted, the estimate made where
+  ``not current_platform.is_rocm()`` and ``cudagraph_mode != NONE``;
+  ``config/cache.py``: ``gpu_memory_utilization`` defaults to 0.92):
+  ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too
+  (the log line's "default since v0.21.0" notwithstanding), nothing on ROCm.
+- **0.21-0.25** (vllm 0.21.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``:
+  the PP 1 and DP 1 conditions dropped; ``gpu_worker.py``: the estimate made
+  where ``current_platform.is_cuda()``, so ROCm still subtracts nothing;
+  ``envs.py``: ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to true): the fused
+  all-reduce at any PP size.
 - **0.26**: the same, with the estimate made on ROCm too (``is_cuda_alike()``).
 - **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
   the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
@@ -99,15 +112,16 @@ class MemoryProfileRules:
       copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
     - ``fused_all_reduce``: with TP > 1 on compute capability 9.0 or 10.x the
       non-torch term holds FlashInfer's fused all-reduce workspace, not only
-      NCCL's state (0.17 on: ``enable_allreduce_rms_fusion``); before 0.21
-      only on 10.0 among the 10.x and only with PP 1
-      (``fused_all_reduce_any_pp``, ``fused_all_reduce_family_100``);
+      NCCL's state (0.17 on: ``enable_allreduce_rms_fusion``); before 0.19
+      only on 10.0 among the 10.x (``fused_all_reduce_family_100``), before
+      0.21 only with PP 1 (``fused_all_reduce_any_pp``);
     - ``larger_single_non_torch``: one GPU's non-torch increase is 0.25 GiB,
       not 0.13 (0.18 on, as logged);
     - ``cuda_graph_subtracted``: ``profile_cudagraph_memory``'s estimate is
-      subtracted (0.21 on: ``determine_available_memory``);
+      subtracted (0.20 on: ``determine_available_memory``);
     - ``cuda_graph_subtracted_on_rocm``: the estimate is made on ROCm too (0.26 on:
-      ``current_platform.is_cuda_alike()``; 0.21-0.25 test ``is_cuda()`` and leave it 0);
+      ``current_platform.is_cuda_alike()``; 0.20 tests ``not is_rocm()``, 0.21-0.25
+      ``is_cuda()``, and leave it 0);
     - ``non_kv_from_consumed``: non-KV memory is ``total_consumed +
       transient_peak_headroom`` (0.27 on: ``mem_utils.memory_profiling``);
     - ``extensible_kv_cache``: the cache is sized after warm-up
@@ -115,7 +129,7 @@ class MemoryProfileRules:
       ``margin_floor_gib`` (``KV_CACHE_MARGIN_FLOOR_BYTES``: 1 on CUDA, 3 on
       ROCm) and ``margin_fraction`` (``KV_CACHE_MARGIN_FRACTION``);
     - ``unset_gpu_memory_utilization``: what an unset ``gpu_memory_utilization``
-      means (``CacheConfig``: 0.9 in 0.11, 0.92 in 0.21, 1.0 under 0.34's
+      means (``CacheConfig``: 0.9 in 0.11-0.19, 0.92 from 0.20, 1.0 under 0.34's
       extensible cache);
     - ``thin_data_band_gib``: added to the band where few public logs of the
       range exist (see docs/memory-profile.md).
@@ -193,17 +207,21 @@ V1_0_17: Final = replace(
     fused_all_reduce=True,
 )
 V1_0_18: Final = replace(
-    V1_0_17, releases="0.18-0.20", first=(0, 18), last=(0, 20), larger_single_non_torch=True
+    V1_0_17, releases="0.18", first=(0, 18), last=(0, 18), larger_single_non_torch=True
 )
-V1_0_21: Final = replace(
-    V1_0_18,
-    releases="0.21-0.25",
-    first=(0, 21),
-    last=(0, 25),
+V1_0_19: Final = replace(
+    V1_0_18, releases="0.19", first=(0, 19), last=(0, 19), fused_all_reduce_family_100=True
+)
+V1_0_20: Final = replace(
+    V1_0_19,
+    releases="0.20",
+    first=(0, 20),
+    last=(0, 20),
     cuda_graph_subtracted=True,
     unset_gpu_memory_utilization=0.92,
-    fused_all_reduce_family_100=True,
-    fused_all_reduce_any_pp=True,
+)
+V1_0_21: Final = replace(
+    V1_0_20, releases="0.21-0.25", first=(0, 21), last=(0, 25), fused_all_reduce_any_pp=True
 )
 V1_0_26: Final = replace(
     V1_0_21, releases="0.26", first=(0, 26), last=(0, 26), cuda_graph_subtracted_on_rocm=True
@@ -233,6 +251,8 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_15,
     V1_0_17,
     V1_0_18,
+    V1_0_19,
+    V1_0_20,
     V1_0_21,
     V1_0_26,
     V1_0_27,
