@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,37 @@ def test_the_forward_passs_intercept_scales_with_the_batch() -> None:
     assert abs(got - 0.17) <= COEFFICIENTS.activation_band
     constant_c0 = got + COEFFICIENTS.ffn_base * (1 - 2048 / 8192)
     assert abs(constant_c0 - 0.17) > COEFFICIENTS.activation_band
+
+
+def test_held_out_counts_by_release() -> None:
+    """The held-out table's counts: logs per release range and how many fall in the band."""
+    rows = {
+        release: (s.count, s.within_band)
+        for release, gpu, s in error_table(kv_errors(HOLDOUT, COEFFICIENTS))
+        if gpu == "all"
+    }
+    assert rows == {
+        "0.10-0.14": (15, 14),
+        "0.15-0.16": (1, 1),
+        "0.17": (3, 3),
+        "0.18": (1, 1),
+        "0.19": (35, 34),
+        "0.26": (1, 1),
+        "all": (56, 54),
+    }
+    assert rows["all"][1] >= 0.9 * rows["all"][0]
+
+
+def test_a_0_19_log_logs_the_graph_estimate_without_subtracting_it() -> None:
+    # Qwen3-8B on an A100 40GB, vLLM 0.19.1 (dariustanrd/tokenkaki): "Estimated CUDA
+    # graph memory: 2.35 GiB total", then "In v0.19, CUDA graph memory profiling will be
+    # enabled by default ... To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1":
+    # 0.19.0's envs.py defaults the variable to "0"; 0.20.0's to "1".
+    (log,) = (g for g in LOGS if g.name == "qwen3_8b_a100_40gb_v0_19_1.json")
+    assert log.cuda_graph_gib == 2.35
+    assert not log.cuda_graph_subtracted
+    (as_logged,) = kv_errors([log], COEFFICIENTS)
+    assert as_logged.within_band
+    (as_0_20,) = kv_errors([replace(log, vllm_version="0.20.0")], COEFFICIENTS)
+    assert not as_0_20.within_band
+    assert as_logged.predicted_gib - as_0_20.predicted_gib > 0.5

@@ -44,7 +44,7 @@ class KVError:
     logged_gib: float
     band_gib: float
     release: str = ""
-    """The rules range of the log's vLLM version (``0.21-0.25``...)."""
+    """The rules range of the log's vLLM version (``0.24-0.25``...)."""
     gpu: str = ""
 
     @property

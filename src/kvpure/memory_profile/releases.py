@@ -35,11 +35,16 @@ release's own wheel, ``pip download --no-deps vllm==X``):
   ``config/cache.py``: ``gpu_memory_utilization`` defaults to 0.92):
   ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too
   (the log line's "default since v0.21.0" notwithstanding), nothing on ROCm.
-- **0.21-0.25** (vllm 0.21.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``:
-  the PP 1 and DP 1 conditions dropped; ``gpu_worker.py``: the estimate made
-  where ``current_platform.is_cuda()``, so ROCm still subtracts nothing;
-  ``envs.py``: ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to true): the fused
-  all-reduce at any PP size.
+- **0.21-0.22** (vllm 0.21.0 and 0.22.0 ``config/vllm.py``,
+  ``enable_allreduce_rms_fusion``: the PP 1 and DP 1 conditions dropped;
+  ``gpu_worker.py``: the estimate made where ``current_platform.is_cuda()``,
+  so ROCm still subtracts nothing; ``envs.py``: ``VLLM_USE_FLASHINFER_SAMPLER``
+  defaults to true): the fused all-reduce at any PP size.
+- **0.23** (vllm 0.23.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``:
+  ``pipeline_parallel_size == 1`` again, "Gated off for PP > 1" for a
+  deadlock): with PP > 1 the non-torch term is NCCL's state alone.
+- **0.24-0.25** (vllm 0.24.0 and 0.25.0 ``config/vllm.py``: the PP condition
+  dropped again): as 0.21-0.22.
 - **0.26**: the same, with the estimate made on ROCm too (``is_cuda_alike()``).
 - **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
   the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
@@ -107,14 +112,14 @@ class V0EngineError(InvalidFieldError):
 class MemoryProfileRules:
     """How one range of vLLM releases sizes the KV cache at start-up.
 
-    - ``releases``: the range, as ``0.21-0.25``;
+    - ``releases``: the range, as ``0.24-0.25``;
     - ``large_sampler_peak``: the dummy sampler run keeps several float32 logits
       copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
     - ``fused_all_reduce``: with TP > 1 on compute capability 9.0 or 10.x the
       non-torch term holds FlashInfer's fused all-reduce workspace, not only
       NCCL's state (0.17 on: ``enable_allreduce_rms_fusion``); before 0.19
       only on 10.0 among the 10.x (``fused_all_reduce_family_100``), before
-      0.21 only with PP 1 (``fused_all_reduce_any_pp``);
+      0.21 and in 0.23 only with PP 1 (``fused_all_reduce_any_pp``);
     - ``larger_single_non_torch``: one GPU's non-torch increase is 0.25 GiB,
       not 0.13 (0.18 on, as logged);
     - ``cuda_graph_subtracted``: ``profile_cudagraph_memory``'s estimate is
@@ -221,10 +226,14 @@ V1_0_20: Final = replace(
     unset_gpu_memory_utilization=0.92,
 )
 V1_0_21: Final = replace(
-    V1_0_20, releases="0.21-0.25", first=(0, 21), last=(0, 25), fused_all_reduce_any_pp=True
+    V1_0_20, releases="0.21-0.22", first=(0, 21), last=(0, 22), fused_all_reduce_any_pp=True
 )
+V1_0_23: Final = replace(
+    V1_0_21, releases="0.23", first=(0, 23), last=(0, 23), fused_all_reduce_any_pp=False
+)
+V1_0_24: Final = replace(V1_0_21, releases="0.24-0.25", first=(0, 24), last=(0, 25))
 V1_0_26: Final = replace(
-    V1_0_21, releases="0.26", first=(0, 26), last=(0, 26), cuda_graph_subtracted_on_rocm=True
+    V1_0_24, releases="0.26", first=(0, 26), last=(0, 26), cuda_graph_subtracted_on_rocm=True
 )
 V1_0_27: Final = replace(
     V1_0_26,
@@ -254,6 +263,8 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_19,
     V1_0_20,
     V1_0_21,
+    V1_0_23,
+    V1_0_24,
     V1_0_26,
     V1_0_27,
     V1_0_34,
