@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget, render_vllm_log
+from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors
 from kvpure.memory_profile.estimate import COEFFICIENTS
+from kvpure.memory_profile.render import render_vllm_log
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.models.config import HFConfig, parse_model_config
 
@@ -51,7 +52,7 @@ def test_cuda_graphs_are_subtracted_from_0_20() -> None:
         _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.19.1")
     )[0]
     new = estimate_memory_budget(
-        _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.26.0")
+        _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.21.0")
     )[0]
     assert new.cuda_graph_subtracted
     assert not old.cuda_graph_subtracted

@@ -56,11 +56,14 @@ def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
         ("0.18.0", "0.26", "0.18"),
         ("0.19.0", "0.26", "0.19"),
         ("0.20.0", "0.26", "0.20"),
-        ("0.22", "0.26", "0.21-0.22"),
+        ("0.21", "0.26", "0.21"),
+        ("0.22", "0.26", "0.22"),
         ("0.23.0", "0.26", "0.23"),
-        ("0.25", "0.26", "0.24-0.25"),
-        ("0.27.1", "0.33", "0.27-0.33"),
-        ("0.31", "0.33", "0.27-0.33"),
+        ("0.24", "0.26", "0.24"),
+        ("0.25", "0.26", "0.25"),
+        ("0.27.1", "0.33", "0.27"),
+        ("0.28", "0.33", "0.28"),
+        ("0.31", "0.33", "0.29-0.33"),
         ("0.34", "0.34", "0.34"),
     ],
 )
@@ -75,9 +78,9 @@ def test_vllm_names_any_v1_release_for_the_memory_profile(
     assert same["memory"][0]["kv_cache_bytes"] == memory["kv_cache_bytes"]
 
 
-def test_0_11_is_the_older_formula_not_0_26s(capsys: pytest.CaptureFixture[str]) -> None:
+def test_0_11_is_the_older_formula_not_0_21s(capsys: pytest.CaptureFixture[str]) -> None:
     old = _plan(["--gpu", "H100-80GB", "--vllm", "0.11"], capsys)["memory"][0]
-    new = _plan(["--gpu", "H100-80GB", "--vllm", "0.26"], capsys)["memory"][0]
+    new = _plan(["--gpu", "H100-80GB", "--vllm", "0.21"], capsys)["memory"][0]
     assert old["gpu_memory_utilization"] == 0.9  # 0.11's unset value
     assert new["gpu_memory_utilization"] == 0.92
     assert old["cuda_graph_subtracted"] is False

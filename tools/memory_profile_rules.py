@@ -15,7 +15,12 @@ Each line reads, from that release's own source:
   capabilities (exactly 10.0, or the 10.x family) and whether PP must be 1;
 - ``sampler``: ``VLLM_USE_FLASHINFER_SAMPLER``'s unset value (envs.py);
 - ``consumed``: utils/mem_utils.py measures ``total_consumed`` (0.27 on);
-- ``extensible``: v1/worker/extensible_kv_cache.py exists (0.34).
+- ``extensible``: v1/worker/extensible_kv_cache.py exists (0.34);
+- ``v2``: which models run GPU Model Runner V2 by default (config/vllm.py
+  ``_is_default_v2_model_runner_model``: ``listed`` architectures, ``+dense``
+  when any non-MoE model does, ``all`` when ``use_v2_model_runner`` no longer
+  asks), and ``v2-graphs``: whether V2's ``profile_cudagraph_memory``
+  (v1/worker/gpu/model_runner.py) estimates anything (``return 0`` before 0.29).
 
 kvpure.memory_profile.releases keeps one record per run of identical lines;
 docs/memory-profile.md quotes the table.
@@ -56,6 +61,20 @@ def describe(release: Path) -> str:
         capability = "off"
     pp = "pp1" if "pipeline_parallel_size == 1" in body else "any-pp"
     sampler = re.search(r'"VLLM_USE_FLASHINFER_SAMPLER".*?else (\w+)', envs, re.S)
+    default_v2 = re.search(
+        r"def _is_default_v2_model_runner_model.*?(?=\n    (?:def|@))", config, re.S
+    )
+    if not (v / "v1" / "worker" / "gpu_model_runner.py").is_file():
+        v2 = "only"  # 0.34: no V1 GPU model runner left
+    elif "def use_v2_model_runner" not in config:
+        v2 = "-"
+    elif default_v2 is None:
+        v2 = "all"
+    else:
+        v2 = "listed+dense" if "not model_config.is_moe\n" in default_v2.group(0) else "listed"
+    runner_v2 = _read(v / "v1" / "worker" / "gpu" / "model_runner.py")
+    v2_estimate = re.search(r"def profile_cudagraph_memory.*?(?=\n    (?:def|@))", runner_v2, re.S)
+    v2_graphs = bool(v2_estimate) and "return 0\n" not in v2_estimate.group(0)
     return " ".join(
         [
             f"{release.name:8}",
@@ -66,6 +85,8 @@ def describe(release: Path) -> str:
             f"sampler={sampler.group(1) if sampler else '?'}",
             f"consumed={'total_consumed' in _read(v / 'utils' / 'mem_utils.py')}",
             f"extensible={(v / 'v1' / 'worker' / 'extensible_kv_cache.py').is_file()}",
+            f"v2={v2}",
+            f"v2-graphs={v2_graphs}",
         ]
     )
 

@@ -363,7 +363,7 @@ def memory_text(case: MemoryCase) -> str:
         f"  total memory {format_gib(total.term.bytes)} GiB from {total.source} ({mark})",
     ]
     for group in _groups(case):
-        from kvpure.memory_profile.budget import render_vllm_log  # the memory report only
+        from kvpure.memory_profile.render import render_vllm_log  # the memory report only
 
         first = workers[group[0]].budget
         lines.extend("  " + line for line in render_vllm_log(first).splitlines())

@@ -100,7 +100,13 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             quantization=log.quantization,
             flashinfer_sampler=log.flashinfer_sampler,
         )
-        subtract = rules.cuda_graph_subtracted and not log.enforce_eager
+        v2 = rules.runs_model_runner_v2(
+            architectures=(log.architecture,) if log.architecture else (),
+            moe=log.shape.num_experts > 0,
+            quantized=log.quantization != "none",
+        )
+        subtract = rules.subtracts_cuda_graphs(rocm=False, model_runner_v2=v2)
+        subtract = subtract and not log.enforce_eager
         graph = (
             cuda_graph_gib(
                 coef,

@@ -35,26 +35,35 @@ release's own wheel, ``pip download --no-deps vllm==X``):
   ``config/cache.py``: ``gpu_memory_utilization`` defaults to 0.92):
   ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too
   (the log line's "default since v0.21.0" notwithstanding), nothing on ROCm.
-- **0.21-0.22** (vllm 0.21.0 and 0.22.0 ``config/vllm.py``,
-  ``enable_allreduce_rms_fusion``: the PP 1 and DP 1 conditions dropped;
-  ``gpu_worker.py``: the estimate made where ``current_platform.is_cuda()``,
-  so ROCm still subtracts nothing; ``envs.py``: ``VLLM_USE_FLASHINFER_SAMPLER``
-  defaults to true): the fused all-reduce at any PP size.
-- **0.23** (vllm 0.23.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``:
-  ``pipeline_parallel_size == 1`` again, "Gated off for PP > 1" for a
-  deadlock): with PP > 1 the non-torch term is NCCL's state alone.
-- **0.24-0.25** (vllm 0.24.0 and 0.25.0 ``config/vllm.py``: the PP condition
-  dropped again): as 0.21-0.22.
+- **0.21** (vllm 0.21.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``: the
+  PP 1 and DP 1 conditions dropped; ``gpu_worker.py``: the estimate made where
+  ``current_platform.is_cuda()``, so ROCm still subtracts nothing; ``envs.py``:
+  ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to true): the fused all-reduce at
+  any PP size.
+- **0.22** (vllm 0.22.0 ``config/vllm.py``, ``_is_default_v2_model_runner_model``):
+  GPU Model Runner V2 becomes the default for ``Qwen3ForCausalLM`` (dense,
+  unquantized); its ``profile_cudagraph_memory`` returns 0
+  (``vllm/v1/worker/gpu/model_runner.py``), so those models subtract no
+  CUDA-graph estimate until 0.29.
+- **0.23** (vllm 0.23.0 ``config/vllm.py``): ``enable_allreduce_rms_fusion``
+  requires ``pipeline_parallel_size == 1`` again ("Gated off for PP > 1");
+  Model Runner V2 also for ``LlamaForCausalLM`` and ``MistralForCausalLM``.
+- **0.24** (vllm 0.24.0 ``config/vllm.py``): the PP condition dropped again;
+  Model Runner V2 for the listed architectures, MoE and quantized ones included
+  (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` adds DeepSeek-V2, Qwen2-MoE,
+  Granite-MoE).
+- **0.25** (vllm 0.25.0 ``config/vllm.py``): Model Runner V2 for every model
+  that is not MoE (nor hybrid), and the listed MoE architectures.
 - **0.26**: the same, with the estimate made on ROCm too (``is_cuda_alike()``).
-- **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
-  the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
-  memory before the engine less free memory after profiling, plus the torch
-  peak above what stays allocated), logged as "Total non KV cache memory".
-  Weights, non-torch state and persistent buffers are inside "consumed", the
-  activation is the transient peak: the same sum, measured another way, except
-  that the model runner's buffers allocated after the first snapshot (input
-  embeddings, block tables: about 0.1 GiB) now count; no public log of these
-  releases is bundled, so their band is 0.1 GiB wider.
+- **0.27** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``): non-KV
+  memory is ``total_consumed + transient_peak_headroom`` ("Total non KV cache
+  memory"): the same sum measured another way, except that the model runner's
+  buffers allocated after the first snapshot (about 0.1 GiB) now count; no
+  public log of 0.27-0.33 is bundled, so their band is 0.1 GiB wider.
+- **0.28** (vllm 0.28.0 ``config/vllm.py``): the V2 list adds DeepSeek-V4.
+- **0.29-0.33** (vllm 0.29.0 ``config/vllm.py``, ``use_v2_model_runner``: V2 for
+  every model unless a feature falls back; ``gpu/model_runner.py``:
+  ``profile_cudagraph_memory`` estimates the graphs, as V1's does).
 - **0.34** (vllm 0.34.0 ``vllm/v1/worker/extensible_kv_cache.py``,
   ``measure_kv_cache_bytes``; ``vllm/config/cache.py``,
   ``CacheConfig.resolved_gpu_memory_utilization``): the extensible KV cache,
@@ -73,6 +82,7 @@ kvpure does not model; they are refused with one line that says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -137,7 +147,10 @@ class MemoryProfileRules:
       means (``CacheConfig``: 0.9 in 0.11-0.19, 0.92 from 0.20, 1.0 under 0.34's
       extensible cache);
     - ``thin_data_band_gib``: added to the band where few public logs of the
-      range exist (see docs/memory-profile.md).
+      range exist (see docs/memory-profile.md);
+    - ``model_runner_v2``: which models run Model Runner V2 by default (see
+      :meth:`runs_model_runner_v2`); ``model_runner_v2_graph_estimate``: V2
+      estimates the CUDA graphs (0.29 on; before, its estimate is 0).
     """
 
     releases: str
@@ -157,6 +170,24 @@ class MemoryProfileRules:
     margin_fraction: float
     unset_gpu_memory_utilization: float
     thin_data_band_gib: float
+    model_runner_v2: str = "never"
+    model_runner_v2_architectures: frozenset[str] = frozenset()
+    model_runner_v2_graph_estimate: bool = False
+
+    def runs_model_runner_v2(
+        self, *, architectures: Sequence[str], moe: bool, quantized: bool
+    ) -> bool:
+        """Whether a plain ``vllm serve`` runs Model Runner V2 (``VllmConfig.use_v2_model_runner``,
+        ``_is_default_v2_model_runner_model``): ``listed_dense`` 0.22-0.23 (listed, not MoE nor
+        quantized), ``listed`` 0.24, ``listed_or_dense`` 0.25-0.28, ``always`` from 0.29."""
+        listed = any(a in self.model_runner_v2_architectures for a in architectures)
+        if self.model_runner_v2 == "listed_dense":
+            return listed and not moe and not quantized
+        if self.model_runner_v2 == "listed":
+            return listed
+        if self.model_runner_v2 == "listed_or_dense":
+            return listed or not moe
+        return self.model_runner_v2 == "always"
 
     def fuses_all_reduce(self, *, tp: int, pp: int, capability: tuple[int, int]) -> bool:
         """Whether the fused all-reduce workspace is allocated (TP > 1, Hopper or Blackwell)."""
@@ -168,8 +199,14 @@ class MemoryProfileRules:
             return True
         return self.fused_all_reduce_family_100 and capability[0] == 10
 
-    def subtracts_cuda_graphs(self, *, rocm: bool) -> bool:
-        """Whether the CUDA-graph estimate leaves the KV cache's share on this platform."""
+    def subtracts_cuda_graphs(self, *, rocm: bool, model_runner_v2: bool = False) -> bool:
+        """Whether the CUDA-graph estimate leaves the KV cache's share on this platform.
+
+        Model Runner V2's ``profile_cudagraph_memory`` returns 0 before 0.29
+        (vllm/v1/worker/gpu/model_runner.py), so nothing is subtracted there.
+        """
+        if model_runner_v2 and not self.model_runner_v2_graph_estimate:
+            return False
         return self.cuda_graph_subtracted and (self.cuda_graph_subtracted_on_rocm or not rocm)
 
     def margin_floor(self, *, rocm: bool) -> float:
@@ -226,25 +263,86 @@ V1_0_20: Final = replace(
     unset_gpu_memory_utilization=0.92,
 )
 V1_0_21: Final = replace(
-    V1_0_20, releases="0.21-0.22", first=(0, 21), last=(0, 22), fused_all_reduce_any_pp=True
+    V1_0_20, releases="0.21", first=(0, 21), last=(0, 21), fused_all_reduce_any_pp=True
+)
+V1_0_22: Final = replace(
+    V1_0_21,
+    releases="0.22",
+    first=(0, 22),
+    last=(0, 22),
+    model_runner_v2="listed_dense",
+    model_runner_v2_architectures=frozenset({"Qwen3ForCausalLM"}),
 )
 V1_0_23: Final = replace(
-    V1_0_21, releases="0.23", first=(0, 23), last=(0, 23), fused_all_reduce_any_pp=False
+    V1_0_22,
+    releases="0.23",
+    first=(0, 23),
+    last=(0, 23),
+    fused_all_reduce_any_pp=False,
+    model_runner_v2_architectures=frozenset(
+        {"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}
+    ),
 )
-V1_0_24: Final = replace(V1_0_21, releases="0.24-0.25", first=(0, 24), last=(0, 25))
+_V2_MOE: Final = frozenset(
+    {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
+)
+V1_0_24: Final = replace(
+    V1_0_23,
+    releases="0.24",
+    first=(0, 24),
+    last=(0, 24),
+    fused_all_reduce_any_pp=True,
+    model_runner_v2="listed",
+    model_runner_v2_architectures=V1_0_23.model_runner_v2_architectures | _V2_MOE,
+)
+V1_0_25: Final = replace(
+    V1_0_24,
+    releases="0.25",
+    first=(0, 25),
+    last=(0, 25),
+    model_runner_v2="listed_or_dense",
+    model_runner_v2_architectures=_V2_MOE,
+)
+_V2_0_26: Final = _V2_MOE | {
+    "InklingForCausalLM",
+    "InklingForConditionalGeneration",
+    "LongcatFlashNgramForCausalLM",
+}
 V1_0_26: Final = replace(
-    V1_0_24, releases="0.26", first=(0, 26), last=(0, 26), cuda_graph_subtracted_on_rocm=True
+    V1_0_25,
+    releases="0.26",
+    first=(0, 26),
+    last=(0, 26),
+    cuda_graph_subtracted_on_rocm=True,
+    model_runner_v2_architectures=_V2_0_26,
 )
 V1_0_27: Final = replace(
     V1_0_26,
-    releases="0.27-0.33",
+    releases="0.27",
     first=(0, 27),
-    last=(0, 33),
+    last=(0, 27),
     non_kv_from_consumed=True,
     thin_data_band_gib=0.1,
+    model_runner_v2_architectures=_V2_0_26 | {"KimiK3ForConditionalGeneration"},
+)
+V1_0_28: Final = replace(
+    V1_0_27,
+    releases="0.28",
+    first=(0, 28),
+    last=(0, 28),
+    model_runner_v2_architectures=V1_0_27.model_runner_v2_architectures | {"DeepseekV4ForCausalLM"},
+)
+V1_0_29: Final = replace(
+    V1_0_28,
+    releases="0.29-0.33",
+    first=(0, 29),
+    last=(0, 33),
+    model_runner_v2="always",
+    model_runner_v2_architectures=frozenset(),
+    model_runner_v2_graph_estimate=True,
 )
 V1_0_34: Final = replace(
-    V1_0_27,
+    V1_0_29,
     releases="0.34",
     first=(0, 34),
     last=(0, 34),
@@ -263,10 +361,14 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_19,
     V1_0_20,
     V1_0_21,
+    V1_0_22,
     V1_0_23,
     V1_0_24,
+    V1_0_25,
     V1_0_26,
     V1_0_27,
+    V1_0_28,
+    V1_0_29,
     V1_0_34,
 )
 
