@@ -316,6 +316,7 @@ def estimate_memory_budget(
                 dtype_bytes=served_dtype_bytes(config, settings.dtype),
                 quantization=layout,
                 flashinfer_sampler=settings.flashinfer_sampler,
+                model_runner_v2=v2,
             ),
             coefficients.activation_band,
         )

@@ -132,6 +132,7 @@ def activation_gib(
     dtype_bytes: int = 2,
     quantization: str = "none",
     flashinfer_sampler: bool = False,
+    model_runner_v2: bool = False,
 ) -> float:
     """The estimated ``torch peak memory increase`` of vLLM's profiling run.
 
@@ -144,12 +145,17 @@ def activation_gib(
     FlashInfer for top-p & top-k sampling." in the log), which keeps none of
     the PyTorch sort's float32 copies: the larger peak of releases before 0.17
     does not apply, the later sampler's factor does.
+    ``model_runner_v2``: Model Runner V2's dummy sampler run keeps the logits in
+    the model's dtype alone (vllm 0.27.0 ``v1/worker/gpu/sample/sampler.py``:
+    no float32 copy unless a request needs logits processing, Gumbel sampling in
+    a Triton kernel): its peak is the logits tensor, not V1's fitted copies.
     """
     large = rules.large_sampler_peak and not flashinfer_sampler
     factor = coef.logits_factor_before_0_17 if large else coef.logits_factor
-    sampler = coef.activation_base
+    sampler = 0.0 if model_runner_v2 else coef.activation_base
     if last_stage:
-        sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
+        logits = logits_gib(max_num_seqs, shape.vocab_size)
+        sampler += logits * dtype_bytes / 4 if model_runner_v2 else factor * logits
     width = dtype_bytes / 2
     ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
     # c0 is what the forward pass holds beside the MLP output: per token, so it scales

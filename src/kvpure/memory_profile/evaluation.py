@@ -88,6 +88,11 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             continue
         rules = memory_profile_rules(log.vllm_version)
         tp, pp = log.tensor_parallel_size, log.pipeline_parallel_size
+        v2 = rules.runs_model_runner_v2(
+            architectures=(log.architecture,) if log.architecture else (),
+            moe=log.shape.num_experts > 0,
+            quantized=log.quantization != "none",
+        )
         activation = activation_gib(
             coef,
             log.shape,
@@ -99,11 +104,7 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             dtype_bytes=log.dtype_bytes,
             quantization=log.quantization,
             flashinfer_sampler=log.flashinfer_sampler,
-        )
-        v2 = rules.runs_model_runner_v2(
-            architectures=(log.architecture,) if log.architecture else (),
-            moe=log.shape.num_experts > 0,
-            quantized=log.quantization != "none",
+            model_runner_v2=v2,
         )
         subtract = rules.subtracts_cuda_graphs(rocm=False, model_runner_v2=v2)
         subtract = subtract and not log.enforce_eager
