@@ -74,16 +74,18 @@ def test_the_band_is_plans_and_each_end_is_replayed(
 
 
 def test_the_band_shows_eviction_at_the_low_end(capsys: pytest.CaptureFixture[str]) -> None:
-    # 0.84: with the L4's recorded torch total (22.05 GiB) the band is narrower than
-    # with the driver fallback, and the low end evicts from about here down.
-    flags = [*FLAGS, "--gpu-memory-utilization", "0.84"]
+    # 0.83: with the L4's recorded torch total (22.05 GiB) the band is narrower than
+    # with the driver fallback, and the low end evicts from about here down (0.84
+    # before Model Runner V2's sampler peak -- logits kept in bf16 -- was modelled).
+    flags = [*FLAGS, "--gpu-memory-utilization", "0.83"]
     data = _json(capsys, "cache", WORKLOAD, "--model", LLAMA, *flags)
     low, high = data["hit_rate_band"]
     assert low < data["actual"]["hit_rate"] <= high  # the workload evicts at the low end
 
 
 def test_text_report_names_the_estimate_and_the_band(capsys: pytest.CaptureFixture[str]) -> None:
-    flags = [*FLAGS, "--gpu-memory-utilization", "0.81"]
+    # 0.79 (0.81 before Model Runner V2's sampler peak, logits in bf16, was modelled)
+    flags = [*FLAGS, "--gpu-memory-utilization", "0.79"]
     assert main(["cache", WORKLOAD, "--model", LLAMA, *flags]) == 0
     out = capsys.readouterr().out
     assert "estimated from the GPU" in out

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget, render_vllm_log
+from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors
 from kvpure.memory_profile.estimate import COEFFICIENTS
+from kvpure.memory_profile.render import render_vllm_log
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.models.config import HFConfig, parse_model_config
 
@@ -44,12 +45,14 @@ def test_kv_is_requested_minus_the_terms_and_the_band_adds_their_errors_in_quadr
     assert budget.kv_cache_bytes_low <= 58.11 * GIB <= budget.kv_cache_bytes_high
 
 
-def test_cuda_graphs_are_subtracted_from_0_21() -> None:
+def test_cuda_graphs_are_subtracted_from_0_20() -> None:
+    # vllm 0.19.0 envs.py: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "0";
+    # vllm 0.20.0: "1", and gpu_worker.determine_available_memory subtracts the estimate.
     old = estimate_memory_budget(
-        _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.20.1")
+        _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.19.1")
     )[0]
     new = estimate_memory_budget(
-        _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.26.0")
+        _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version="0.21.0")
     )[0]
     assert new.cuda_graph_subtracted
     assert not old.cuda_graph_subtracted

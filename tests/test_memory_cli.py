@@ -403,13 +403,14 @@ def test_memory_profile_version_selects_the_release_estimated(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # A 0.19 server (the release of most bundled logs) does not subtract CUDA
-    # graphs from the KV memory; 0.26 does (Worker.determine_available_memory,
-    # vllm/v1/worker/gpu_worker.py). The CLI passes the release to the estimate.
+    # graphs from the KV memory; 0.21 does (Worker.determine_available_memory,
+    # vllm/v1/worker/gpu_worker.py); 0.26 runs Llama on Model Runner V2, whose
+    # profile_cudagraph_memory returns 0. The CLI passes the release to the estimate.
     old_argv = [LLAMA, "--gpu", "H100-80GB", "--memory-profile-version", "0.19.0"]
     _, old = run_json(old_argv, capsys)
     _, new = run_json([LLAMA, "--gpu", "H100-80GB"], capsys)
     config = parse_model_config(json.loads(Path(LLAMA).read_text()))
-    # Each release's own default utilization: 0.9 before 0.21, 0.92 from 0.21
+    # Each release's own default utilization: 0.9 before 0.20, 0.92 from 0.20
     # (vllm/config/cache.py CacheConfig.gpu_memory_utilization).
     for data, version, utilization in ((old, "0.19.0", 0.9), (new, "0.26.0", 0.92)):
         (m,) = memory_of(data)
@@ -426,7 +427,9 @@ def test_memory_profile_version_selects_the_release_estimated(
     (m_old,) = memory_of(old)
     (m_new,) = memory_of(new)
     assert m_old["cuda_graph_subtracted"] is False
-    assert m_new["cuda_graph_subtracted"] is True
+    assert m_new["cuda_graph_subtracted"] is False
+    _, v1 = run_json([LLAMA, "--gpu", "H100-80GB", "--memory-profile-version", "0.21.0"], capsys)
+    assert memory_of(v1)[0]["cuda_graph_subtracted"] is True
     assert main(["plan", LLAMA, "--gpu", "H100", "--memory-profile-version", "0.9.2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("kvpure: error: --memory-profile-version")

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.estimate import (
-    COEFFICIENTS,
-    activation_gib,
-    fit_coefficients,
-)
+from kvpure.memory_profile.estimate import COEFFICIENTS, activation_gib
 from kvpure.memory_profile.evaluation import (
     cuda_graph_errors,
     error_table,
@@ -27,6 +24,7 @@ from kvpure.memory_profile.evaluation import (
     render_error_table,
     summarize,
 )
+from kvpure.memory_profile.fit import fit_coefficients
 from kvpure.memory_profile.profile_logs import ProfileLog, load_profile_logs, parse_profile_log
 from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules, parse_version
 
@@ -171,6 +169,12 @@ def test_held_out_text_only_activation_is_within_its_band() -> None:
     for log in HOLDOUT:
         if log.activation_gib is None or log.model in MULTIMODAL:
             continue
+        rules = memory_profile_rules(log.vllm_version)
+        v2 = rules.runs_model_runner_v2(
+            architectures=(log.architecture,),
+            moe=log.shape.num_experts > 0,
+            quantized=log.quantization != "none",
+        )
         got = activation_gib(
             COEFFICIENTS,
             log.shape,
@@ -178,9 +182,10 @@ def test_held_out_text_only_activation_is_within_its_band() -> None:
             max_num_seqs=log.max_num_seqs,
             tp=log.tensor_parallel_size,
             last_stage=log.pipeline_parallel_size == 1,
-            rules=memory_profile_rules(log.vllm_version),
+            rules=rules,
             dtype_bytes=log.dtype_bytes,
             quantization=log.quantization,
+            model_runner_v2=v2,
         )
         errors.append(abs(got - log.activation_gib))
     doc = " ".join((ROOT / "docs" / "memory-profile.md").read_text().split())
@@ -231,3 +236,67 @@ def test_the_forward_passs_intercept_scales_with_the_batch() -> None:
     assert abs(got - 0.17) <= COEFFICIENTS.activation_band
     constant_c0 = got + COEFFICIENTS.ffn_base * (1 - 2048 / 8192)
     assert abs(constant_c0 - 0.17) > COEFFICIENTS.activation_band
+
+
+def test_held_out_counts_by_release() -> None:
+    """The held-out table's counts: logs per release range and how many fall in the band."""
+    rows = {
+        release: (s.count, s.within_band)
+        for release, gpu, s in error_table(kv_errors(HOLDOUT, COEFFICIENTS))
+        if gpu == "all"
+    }
+    assert rows == {
+        "0.10-0.14": (15, 14),
+        "0.15-0.16": (1, 1),
+        "0.17": (3, 3),
+        "0.18": (1, 1),
+        "0.19": (35, 34),
+        "0.26": (1, 1),
+        "0.27": (1, 1),
+        "all": (57, 55),
+    }
+    assert rows["all"][1] >= 0.9 * rows["all"][0]
+
+
+def test_a_0_19_log_logs_the_graph_estimate_without_subtracting_it() -> None:
+    # Qwen3-8B on an A100 40GB, vLLM 0.19.1 (dariustanrd/tokenkaki): "Estimated CUDA
+    # graph memory: 2.35 GiB total", then "In v0.19, CUDA graph memory profiling will be
+    # enabled by default ... To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1":
+    # 0.19.0's envs.py defaults the variable to "0"; 0.20.0's to "1".
+    (log,) = (g for g in LOGS if g.name == "qwen3_8b_a100_40gb_v0_19_1.json")
+    assert log.cuda_graph_gib == 2.35
+    assert not log.cuda_graph_subtracted
+    (as_logged,) = kv_errors([log], COEFFICIENTS)
+    assert as_logged.within_band
+    (as_0_20,) = kv_errors([replace(log, vllm_version="0.20.0")], COEFFICIENTS)
+    assert not as_0_20.within_band
+    assert as_logged.predicted_gib - as_0_20.predicted_gib > 0.5
+
+
+def test_a_model_runner_v2_log_subtracts_no_graphs_and_samples_in_the_model_dtype() -> None:
+    # Qwen2.5-0.5B on an RTX 4090, vLLM 0.27.1 (enginrect/llmso): V2 runs it
+    # (GPUModelRunnerV2 in the log), no "Estimated CUDA graph memory" line, and
+    # 20.39 - 1.25 (consumed) - 0.08 (peak activation) = 19.06 GiB of KV cache.
+    (log,) = (g for g in LOGS if g.name == "qwen25_0_5b_rtx4090_v0_27_1.json")
+    rules = memory_profile_rules(log.vllm_version)
+    assert rules.runs_model_runner_v2(architectures=(log.architecture,), moe=False, quantized=False)
+    assert not rules.subtracts_cuda_graphs(rocm=False, model_runner_v2=True)
+    (error,) = kv_errors([log], COEFFICIENTS)
+    assert error.within_band
+    assert log.activation_gib is not None
+
+    def peak(model_runner_v2: bool) -> float:
+        return activation_gib(
+            COEFFICIENTS,
+            log.shape,
+            max_num_batched_tokens=log.max_num_batched_tokens,
+            max_num_seqs=log.max_num_seqs,
+            tp=1,
+            last_stage=True,
+            rules=rules,
+            model_runner_v2=model_runner_v2,
+        )
+
+    v2, v1 = peak(True), peak(False)
+    assert abs(v2 - log.activation_gib) <= COEFFICIENTS.activation_band
+    assert abs(v1 - log.activation_gib) > COEFFICIENTS.activation_band

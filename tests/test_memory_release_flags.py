@@ -53,10 +53,17 @@ def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
         ("0.11", "0.26", "0.10-0.14"),
         ("v0.16.0", "0.26", "0.15-0.16"),
         ("0.17", "0.26", "0.17"),
-        ("0.19.0", "0.26", "0.18-0.20"),
-        ("0.22", "0.26", "0.21-0.25"),
-        ("0.27.1", "0.33", "0.27-0.33"),
-        ("0.31", "0.33", "0.27-0.33"),
+        ("0.18.0", "0.26", "0.18"),
+        ("0.19.0", "0.26", "0.19"),
+        ("0.20.0", "0.26", "0.20"),
+        ("0.21", "0.26", "0.21"),
+        ("0.22", "0.26", "0.22"),
+        ("0.23.0", "0.26", "0.23"),
+        ("0.24", "0.26", "0.24"),
+        ("0.25", "0.26", "0.25"),
+        ("0.27.1", "0.33", "0.27"),
+        ("0.28", "0.33", "0.28"),
+        ("0.31", "0.33", "0.29-0.33"),
         ("0.34", "0.34", "0.34"),
     ],
 )
@@ -71,9 +78,9 @@ def test_vllm_names_any_v1_release_for_the_memory_profile(
     assert same["memory"][0]["kv_cache_bytes"] == memory["kv_cache_bytes"]
 
 
-def test_0_11_is_the_older_formula_not_0_26s(capsys: pytest.CaptureFixture[str]) -> None:
+def test_0_11_is_the_older_formula_not_0_21s(capsys: pytest.CaptureFixture[str]) -> None:
     old = _plan(["--gpu", "H100-80GB", "--vllm", "0.11"], capsys)["memory"][0]
-    new = _plan(["--gpu", "H100-80GB", "--vllm", "0.26"], capsys)["memory"][0]
+    new = _plan(["--gpu", "H100-80GB", "--vllm", "0.21"], capsys)["memory"][0]
     assert old["gpu_memory_utilization"] == 0.9  # 0.11's unset value
     assert new["gpu_memory_utilization"] == 0.92
     assert old["cuda_graph_subtracted"] is False
@@ -114,9 +121,15 @@ def test_reproduced_releases_and_an_explicit_profile_are_kept() -> None:
         ("0.16.0", 2, 1, (9, 0), False),  # 0.16.0 config/vllm.py: fuse_allreduce_rms False
         ("0.17.0", 2, 1, (9, 0), True),  # 0.17.0 OPTIMIZATION_LEVEL_02: on for 9.0 / 10.0
         ("0.17.0", 2, 2, (9, 0), False),  # ... and PP 1 only
-        ("0.19.0", 2, 1, (10, 3), False),
+        ("0.18.0", 2, 1, (10, 3), False),  # 0.18.0: is_device_capability(100) only
+        ("0.19.0", 2, 1, (10, 3), True),  # 0.19.0: is_device_capability_family(100)
+        ("0.19.0", 2, 2, (9, 0), False),  # ... still PP 1 only
+        ("0.20.0", 2, 2, (10, 0), False),  # 0.20.0: PP 1 only too
         ("0.21.0", 2, 1, (10, 3), True),  # 0.21.0: is_device_capability_family(100)
         ("0.21.0", 2, 2, (9, 0), True),
+        ("0.23.0", 2, 2, (9, 0), False),  # 0.23.0: pipeline_parallel_size == 1 again
+        ("0.23.0", 2, 1, (10, 3), True),
+        ("0.24.0", 2, 2, (9, 0), True),  # 0.24.0: the PP condition dropped again
         ("0.26", 4, 1, (8, 0), False),  # A100
         ("0.26", 2, 1, (8, 9), False),  # L40S, RTX 4090
         ("0.26", 2, 1, (12, 0), False),  # RTX 5090, RTX PRO 6000

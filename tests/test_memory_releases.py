@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from kvpure.cli import main
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget, render_vllm_log
+from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.extensible import CONTEXT_GIB, measure_kv_cache_bytes
 from kvpure.memory_profile.releases import (
     MEMORY_PROFILE_RULES,
@@ -34,6 +34,7 @@ from kvpure.memory_profile.releases import (
     memory_profile_rules,
     parse_version,
 )
+from kvpure.memory_profile.render import render_vllm_log
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.models.config import HFConfig, parse_model_config
 
@@ -54,12 +55,18 @@ def _llama() -> HFConfig:
         ("0.11.0", "0.10-0.14", False, False, False, 0.9),
         ("0.16.0", "0.15-0.16", False, False, False, 0.9),
         ("0.17.0", "0.17", False, False, False, 0.9),
-        ("0.19.0", "0.18-0.20", False, False, False, 0.9),
-        ("0.20", "0.18-0.20", False, False, False, 0.9),
-        ("0.21.0", "0.21-0.25", True, False, False, 0.92),
+        ("0.18.0", "0.18", False, False, False, 0.9),
+        ("0.19.0", "0.19", False, False, False, 0.9),
+        ("0.20", "0.20", True, False, False, 0.92),
+        ("0.21.0", "0.21", True, False, False, 0.92),
+        ("0.22.0", "0.22", True, False, False, 0.92),
+        ("0.23.0", "0.23", True, False, False, 0.92),
+        ("0.24.0", "0.24", True, False, False, 0.92),
+        ("0.25.0", "0.25", True, False, False, 0.92),
         ("0.26", "0.26", True, False, False, 0.92),
-        ("0.27.0", "0.27-0.33", True, True, False, 0.92),
-        ("v0.33.0", "0.27-0.33", True, True, False, 0.92),
+        ("0.27.0", "0.27", True, True, False, 0.92),
+        ("0.28.0", "0.28", True, True, False, 0.92),
+        ("v0.33.0", "0.29-0.33", True, True, False, 0.92),
         ("0.34", "0.34", True, True, True, 1.0),
     ],
 )
@@ -174,14 +181,18 @@ def test_0_34_on_rocm_keeps_a_3_gib_floor() -> None:
 @pytest.mark.parametrize(
     ("version", "subtracted_on_rocm"),
     # gpu_worker.determine_available_memory estimates CUDA graphs only where
-    # current_platform.is_cuda() in 0.21.0-0.25.0, is_cuda_alike() (ROCm too) from 0.26.0
-    [("0.21.0", False), ("0.25", False), ("0.26", True), ("0.33", True)],
+    # not current_platform.is_rocm() in 0.20.0, is_cuda() in 0.21.0-0.25.0,
+    # is_cuda_alike() (ROCm too) from 0.26.0
+    [("0.20.0", False), ("0.21.0", False), ("0.25", False), ("0.26", True), ("0.33", True)],
 )
 def test_rocm_subtracts_cuda_graphs_from_0_26(version: str, subtracted_on_rocm: bool) -> None:
+    # gpt-oss (MoE, not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES) keeps the V1 runner
+    # through 0.28, whose profile_cudagraph_memory makes the estimate.
+    moe = parse_model_config(json.loads((ROOT / "examples" / "gpt_oss_20b.json").read_text()))
     cuda = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
     rocm = ServeSettings(total_gpu_bytes=H100, vllm_version=version, rocm=True)
-    (a,) = estimate_memory_budget(_llama(), cuda)
-    (b,) = estimate_memory_budget(_llama(), rocm)
+    (a,) = estimate_memory_budget(moe, cuda)
+    (b,) = estimate_memory_budget(moe, rocm)
     assert a.cuda_graph_subtracted is True
     assert b.cuda_graph_subtracted is subtracted_on_rocm
     assert a.cuda_graph.bytes > 0
@@ -189,7 +200,7 @@ def test_rocm_subtracts_cuda_graphs_from_0_26(version: str, subtracted_on_rocm: 
     assert b.kv_cache_bytes - a.kv_cache_bytes == expected_gap
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.19.0", "0.26", "0.33", "0.34"])
+@pytest.mark.parametrize("version", ["0.11.0", "0.19.0", "0.20.0", "0.21", "0.26", "0.33", "0.34"])
 def test_enforce_eager_charges_no_cuda_graphs(version: str) -> None:
     graphs = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
     eager = ServeSettings(total_gpu_bytes=H100, vllm_version=version, enforce_eager=True)
@@ -197,7 +208,7 @@ def test_enforce_eager_charges_no_cuda_graphs(version: str) -> None:
     (e,) = estimate_memory_budget(_llama(), eager)
     assert e.cuda_graph_bytes == 0
     assert e.cuda_graph.exact
-    subtracted = memory_profile_rules(version).cuda_graph_subtracted
+    subtracted = g.cuda_graph_subtracted  # Llama runs Model Runner V2 in 0.26: no estimate
     if memory_profile_rules(version).extensible_kv_cache:
         assert e.kv_cache_bytes > g.kv_cache_bytes
     elif subtracted:
@@ -219,7 +230,8 @@ def test_old_releases_take_the_larger_sampler_peak_and_nccl_only_non_torch() -> 
 
 
 def test_cli_enforce_eager_and_memory_profile_version(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["plan", str(LLAMA), "--gpu", "H100-80GB", "--memory-profile-version", "0.26", "--json"]
+    # 0.21: the V1 runner for every model, and the graph estimate subtracted.
+    argv = ["plan", str(LLAMA), "--gpu", "H100-80GB", "--memory-profile-version", "0.21", "--json"]
     assert main(argv) == 0
     graphs = json.loads(capsys.readouterr().out)["memory"][0]
     assert main([*argv, "--enforce-eager"]) == 0
@@ -227,8 +239,8 @@ def test_cli_enforce_eager_and_memory_profile_version(capsys: pytest.CaptureFixt
     assert eager["enforce_eager"] is True
     assert eager["cuda_graph_bytes"] == 0
     assert eager["kv_cache_bytes"] - graphs["kv_cache_bytes"] == graphs["cuda_graph_bytes"]
-    assert graphs["memory_profile"] == "0.26"
-    assert graphs["gpu_memory_utilization"] == 0.92  # vLLM 0.26's unset value
+    assert graphs["memory_profile"] == "0.21"
+    assert graphs["gpu_memory_utilization"] == 0.92  # vLLM 0.21's unset value
 
 
 def test_cli_refuses_v0_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -248,6 +260,64 @@ def test_memory_case_takes_the_vllm_version_parameter() -> None:
     case = memory_case(
         config, model_layout(config), {"gpu": "H100-80GB"}, model_folder=None, vllm_version="0.33"
     )
-    assert case.workers[0].budget.memory_profile == "0.27-0.33"
+    assert case.workers[0].budget.memory_profile == "0.29-0.33"
     default = memory_case(config, model_layout(config), {"gpu": "H100-80GB"}, model_folder=None)
     assert default.workers[0].budget.memory_profile == "0.34"
+
+
+def test_0_20_is_the_first_release_to_subtract_cuda_graphs_and_ask_0_92() -> None:
+    """The 0.19/0.20 boundary, read in the two wheels: vllm 0.19.0 ``envs.py`` reads
+    ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` with default "0" (the estimate is logged,
+    ``cudagraph_memory_estimate_applied`` is 0) and ``config/cache.py`` has
+    ``Field(default=0.9)``; vllm 0.20.0 defaults the variable to "1" and utilization to
+    0.92, and ``Worker.determine_available_memory`` subtracts the applied estimate."""
+    old = ServeSettings(total_gpu_bytes=H100, vllm_version="0.19.0", gpu_memory_utilization=0.9)
+    new = ServeSettings(total_gpu_bytes=H100, vllm_version="0.20.0", gpu_memory_utilization=0.9)
+    (a,) = estimate_memory_budget(_llama(), old)
+    (b,) = estimate_memory_budget(_llama(), new)
+    assert (a.cuda_graph_subtracted, b.cuda_graph_subtracted) == (False, True)
+    assert a.kv_cache_bytes - b.kv_cache_bytes == b.cuda_graph_bytes > 0
+    unset = ServeSettings(total_gpu_bytes=H100, vllm_version="0.20.0", gpu_memory_utilization=None)
+    (c,) = estimate_memory_budget(_llama(), unset)
+    assert c.gpu_memory_utilization == 0.92
+    assert c.requested_bytes == math.ceil(H100 * 0.92)
+
+
+@pytest.mark.parametrize(
+    ("version", "architecture", "moe", "quantized", "v2"),
+    # vllm/config/vllm.py VllmConfig._is_default_v2_model_runner_model and
+    # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES in each wheel; use_v2_model_runner in 0.29.0.
+    [
+        ("0.21.0", "Qwen3ForCausalLM", False, False, False),  # no V2 default yet
+        ("0.22.0", "Qwen3ForCausalLM", False, False, True),
+        ("0.22.0", "LlamaForCausalLM", False, False, False),
+        ("0.23.0", "LlamaForCausalLM", False, False, True),
+        ("0.23.0", "LlamaForCausalLM", False, True, False),  # not model_config.is_quantized
+        ("0.24.0", "Qwen2MoeForCausalLM", True, False, True),
+        ("0.24.0", "Gemma2ForCausalLM", False, False, False),
+        ("0.25.0", "Gemma2ForCausalLM", False, False, True),  # or not model_config.is_moe
+        ("0.25.0", "MixtralForCausalLM", True, False, False),
+        ("0.28.0", "MixtralForCausalLM", True, False, False),
+        ("0.29.0", "MixtralForCausalLM", True, False, True),
+    ],
+)
+def test_model_runner_v2_defaults_per_release(
+    version: str, architecture: str, moe: bool, quantized: bool, v2: bool
+) -> None:
+    rules = memory_profile_rules(version)
+    got = rules.runs_model_runner_v2(architectures=(architecture,), moe=moe, quantized=quantized)
+    assert got is v2
+
+
+def test_model_runner_v2_estimates_no_cuda_graphs_before_0_29() -> None:
+    """vllm 0.22.0-0.28.0 ``vllm/v1/worker/gpu/model_runner.py``:
+    ``profile_cudagraph_memory`` returns 0 ("It is TBD whether we keep this API");
+    0.29.0 returns ``_profile_cudagraph_memory(self)``."""
+    for version, subtracted in (("0.21", True), ("0.25", False), ("0.28", False), ("0.29", True)):
+        settings = ServeSettings(total_gpu_bytes=H100, vllm_version=version)
+        (budget,) = estimate_memory_budget(_llama(), settings)
+        assert budget.cuda_graph_subtracted is subtracted, version
+        assert budget.model_runner_v2 is (version != "0.21"), version
+    settings = ServeSettings(total_gpu_bytes=H100, vllm_version="0.26")
+    (v2,) = estimate_memory_budget(_llama(), settings)
+    assert "Model Runner V2" in render_vllm_log(v2)

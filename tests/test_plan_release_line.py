@@ -75,13 +75,16 @@ def test_api_report_says_both() -> None:
     assert same.to_text().splitlines()[0] == PLAIN
 
 
-# vLLM's unset gpu_memory_utilization: 0.9 up to 0.20 (vllm 0.14.0 config/cache.py
-# ``Field(default=0.9)``), 0.92 from 0.21 (vllm 0.21.0 and 0.26.0 ``Field(default=0.92)``)
+# vLLM's unset gpu_memory_utilization: 0.9 up to 0.19 (vllm 0.14.0 and 0.19.0
+# config/cache.py ``Field(default=0.9)``), 0.92 from 0.20 (vllm 0.20.0, 0.21.0 and
+# 0.26.0 ``Field(default=0.92)``)
 @pytest.mark.parametrize(
     ("argv", "value", "source"),
     [
         (["--vllm", "0.13"], 0.9, "vllm default"),
         (["--vllm", "0.26", "--memory-profile-version", "0.14"], 0.9, "vllm default"),
+        (["--vllm", "0.19"], 0.9, "vllm default"),
+        (["--vllm", "0.20"], 0.92, "vllm default"),
         (["--vllm", "0.22"], 0.92, "vllm default"),
         (["--vllm", "0.26"], 0.92, "vllm default"),
         (["--vllm", "0.13", "--gpu-memory-utilization", "0.85"], 0.85, "flag"),

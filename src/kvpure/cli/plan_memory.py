@@ -70,7 +70,7 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         flags=("--gpu-memory-utilization",),
         metavar="FRACTION",
         help="share of the GPU's memory vLLM may use (default: the release's, 0.9 before "
-        "vLLM 0.21, 0.92 from 0.21, 1.0 under 0.34's extensible KV cache); with --gpu and "
+        "vLLM 0.20, 0.92 from 0.20, 1.0 under 0.34's extensible KV cache); with --gpu and "
         "without --kv-cache-memory the KV cache memory is estimated from it",
     ),
     Option(
@@ -294,7 +294,7 @@ def memory_case(
 
 def profile_utilization(serve: ServeSettings, profile: str) -> ServeSettings:
     """``serve`` showing the memory profile's release's unset ``gpu_memory_utilization``
-    (0.9 before vLLM 0.21) where that release is not the planning release: the estimate
+    (0.9 before vLLM 0.20) where that release is not the planning release: the estimate
     sizes memory from it, so the settings say the value it used."""
     from kvpure.memory_profile.releases import memory_profile_rules  # the estimate only
 
@@ -363,7 +363,7 @@ def memory_text(case: MemoryCase) -> str:
         f"  total memory {format_gib(total.term.bytes)} GiB from {total.source} ({mark})",
     ]
     for group in _groups(case):
-        from kvpure.memory_profile.budget import render_vllm_log  # the memory report only
+        from kvpure.memory_profile.render import render_vllm_log  # the memory report only
 
         first = workers[group[0]].budget
         lines.extend("  " + line for line in render_vllm_log(first).splitlines())

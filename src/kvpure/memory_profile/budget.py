@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvpure.errors import InvalidFieldError, format_gib
+from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
 from kvpure.memory_profile.checkpoint_tensors import language_config
 from kvpure.memory_profile.estimate import (
@@ -46,7 +46,6 @@ __all__ = [
     "MemoryTerm",
     "ServeSettings",
     "estimate_memory_budget",
-    "render_vllm_log",
 ]
 
 
@@ -54,7 +53,7 @@ __all__ = [
 class ServeSettings:
     """The ``vllm serve`` settings the memory profile depends on.
 
-    ``gpu_memory_utilization=None`` is vLLM's unset value: 0.9, 0.92 from 0.21,
+    ``gpu_memory_utilization=None`` is vLLM's unset value: 0.9, 0.92 from 0.20,
     1.0 under 0.34's extensible KV cache (``MemoryProfileRules``).
     ``enforce_eager`` captures no CUDA graphs, so none are charged; ``rocm``
     selects ROCm's 3 GiB margin floor of the extensible KV cache, and before 0.26
@@ -145,6 +144,8 @@ class MemoryBudget:
     extensible_kv_cache: bool = False
     margin_bytes: int = 0
     """0.34's extensible KV cache: ``max(floor, 0.75 x transient peak)`` kept free."""
+    model_runner_v2: bool = False
+    """GPU Model Runner V2 runs the model (``MemoryProfileRules.runs_model_runner_v2``)."""
 
     @property
     def weights_bytes(self) -> int:
@@ -275,7 +276,15 @@ def estimate_memory_budget(
             ),
             coefficients.cuda_graph_band,
         )
-    subtract = rules.subtracts_cuda_graphs(rocm=settings.rocm) or rules.extensible_kv_cache
+    v2 = rules.runs_model_runner_v2(
+        architectures=config.architectures() if config.has("architectures") else (),
+        moe=shape.num_experts > 0,
+        quantized=layout != "none",
+    )
+    subtract = (
+        rules.subtracts_cuda_graphs(rocm=settings.rocm, model_runner_v2=v2)
+        or rules.extensible_kv_cache
+    )
     non_torch = _gib_term(
         non_torch_gib(
             coefficients,
@@ -307,6 +316,7 @@ def estimate_memory_budget(
                 dtype_bytes=served_dtype_bytes(config, settings.dtype),
                 quantization=layout,
                 flashinfer_sampler=settings.flashinfer_sampler,
+                model_runner_v2=v2,
             ),
             coefficients.activation_band,
         )
@@ -352,52 +362,7 @@ def estimate_memory_budget(
                 non_kv_from_consumed=rules.non_kv_from_consumed,
                 extensible_kv_cache=rules.extensible_kv_cache,
                 margin_bytes=margin,
+                model_runner_v2=v2,
             )
         )
     return tuple(budgets)
-
-
-def _mark(term: MemoryTerm) -> str:
-    return "exact" if term.exact else f"estimated, +/- {format_gib(term.error_bytes)} GiB"
-
-
-def render_vllm_log(budget: MemoryBudget) -> str:
-    """The budget in the words vLLM's start-up log uses, each term marked exact or estimated.
-
-    From 0.27 the profile's summary reads "Total non KV cache memory"; under
-    0.34's extensible KV cache the last line is the committed size, after the
-    margin it keeps free.
-    """
-    if budget.enforce_eager:
-        graph_note = "--enforce-eager: no graphs captured"
-    elif budget.cuda_graph_subtracted:
-        graph_note = "subtracted"
-    else:
-        graph_note = "not subtracted before vLLM 0.21"
-    lines = [
-        f"worker {budget.worker}: total_gpu_memory ({format_gib(budget.total_bytes)}GiB) x "
-        f"gpu_memory_utilization ({budget.gpu_memory_utilization:.2f}) = "
-        f"{format_gib(budget.requested_bytes)}GiB (vLLM {budget.memory_profile}'s memory profile)",
-        f"Model loading took {format_gib(budget.weights_bytes)} GiB memory "
-        f"({_mark(budget.weights)})",
-        f"torch peak memory increase: {format_gib(budget.activation_bytes)}GiB "
-        f"({_mark(budget.activation)})",
-        f"non-torch forward increase memory: {format_gib(budget.non_torch_bytes)}GiB "
-        f"({_mark(budget.non_torch)})",
-        f"Estimated CUDA graph memory: {format_gib(budget.cuda_graph_bytes)} GiB total "
-        f"({_mark(budget.cuda_graph)}; {graph_note})",
-    ]
-    if budget.non_kv_from_consumed:
-        non_kv = budget.weights_bytes + budget.activation_bytes + budget.non_torch_bytes
-        lines.append(f"Total non KV cache memory: {format_gib(non_kv)}GiB")
-    if budget.extensible_kv_cache:
-        lines.append(
-            f"extensible KV cache: margin {format_gib(budget.margin_bytes)} GiB kept free "
-            "beyond the transient peak"
-        )
-    lines.append(
-        f"Available KV cache memory: {format_gib(budget.kv_cache_bytes)} GiB "
-        f"(range {format_gib(budget.kv_cache_bytes_low)} to "
-        f"{format_gib(budget.kv_cache_bytes_high)} GiB; fitted for vLLM {budget.fitted_versions})"
-    )
-    return "\n".join(lines)

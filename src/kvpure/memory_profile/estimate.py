@@ -25,25 +25,21 @@ on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
 - **non-torch memory**: a constant per parallel class (one GPU; TP > 1, which
   adds NCCL and custom all-reduce buffers; PP > 1 without TP);
 - **CUDA graphs**: vLLM estimates their memory by capturing graphs while
-  profiling and, from 0.21 on (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
-  defaults to 1 in vLLM 0.26's envs.py), subtracts it from the KV cache;
-  before 0.21 it only logs it. Modelled as the median logged estimate.
+  profiling (0.18 on) and, from 0.20 on (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+  defaults to 1 in vLLM 0.20.0's envs.py), subtracts it from the KV cache;
+  0.18-0.19 only log it. Modelled as the median logged estimate.
 
 Each term carries an error band: the largest absolute residual on the logs it
-was fitted on (rounded up to 0.01 GiB). :func:`fit_coefficients` refits from
-records, so tests recompute the fit and its held-out error.
+was fitted on (rounded up to 0.01 GiB). :func:`kvpure.memory_profile.fit.fit_coefficients`
+refits from records, so tests recompute the fit and its held-out error.
 """
 
 from __future__ import annotations
 
-import itertools
-import statistics
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.profile_logs import GIB, Capability, ModelShape, ProfileLog
+from kvpure.memory_profile.profile_logs import GIB, Capability, ModelShape
 from kvpure.memory_profile.releases import (
     MemoryProfileRules,
     Version,
@@ -60,7 +56,6 @@ __all__ = [
     "cuda_graph_gib",
     "stage_layers",
     "cuda_graph_subtracted",
-    "fit_coefficients",
     "ffn_gib",
     "logits_gib",
     "moe_workspace_gib",
@@ -137,6 +132,7 @@ def activation_gib(
     dtype_bytes: int = 2,
     quantization: str = "none",
     flashinfer_sampler: bool = False,
+    model_runner_v2: bool = False,
 ) -> float:
     """The estimated ``torch peak memory increase`` of vLLM's profiling run.
 
@@ -149,12 +145,17 @@ def activation_gib(
     FlashInfer for top-p & top-k sampling." in the log), which keeps none of
     the PyTorch sort's float32 copies: the larger peak of releases before 0.17
     does not apply, the later sampler's factor does.
+    ``model_runner_v2``: Model Runner V2's dummy sampler run keeps the logits in
+    the model's dtype alone (vllm 0.27.0 ``v1/worker/gpu/sample/sampler.py``:
+    no float32 copy unless a request needs logits processing, Gumbel sampling in
+    a Triton kernel): its peak is the logits tensor, not V1's fitted copies.
     """
     large = rules.large_sampler_peak and not flashinfer_sampler
     factor = coef.logits_factor_before_0_17 if large else coef.logits_factor
-    sampler = coef.activation_base
+    sampler = 0.0 if model_runner_v2 else coef.activation_base
     if last_stage:
-        sampler += factor * logits_gib(max_num_seqs, shape.vocab_size)
+        logits = logits_gib(max_num_seqs, shape.vocab_size)
+        sampler += logits * dtype_bytes / 4 if model_runner_v2 else factor * logits
     width = dtype_bytes / 2
     ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
     # c0 is what the forward pass holds beside the MLP output: per token, so it scales
@@ -280,166 +281,6 @@ KV = 0.67 GiB against 0.55 at TP 1; tests/data/memory_logs/qwen2_7b_a100_v0_10_t
 against 0.55 GiB on H100 (vLLM 0.11 logs)."""
 
 
-def _band(residuals: Iterable[float]) -> float:
-    worst = max((abs(r) for r in residuals), default=0.0)
-    return round(worst + 0.005 + 0.0049, 2)  # the logs' rounding, then up to 0.01 GiB
-
-
-def _least_squares(points: list[tuple[float, float]]) -> tuple[float, float]:
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    var = sum((x - mean_x) ** 2 for x, _ in points)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / var if var else 0.0
-    return mean_y - slope * mean_x, slope
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    logits: float
-    ffn: float
-    moe: float
-    last_stage: bool
-    new_sampler: bool
-    activation: float
-    tokens: float = 1.0
-
-
-def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
-    rows = []
-    for log in logs:
-        if log.activation_gib is None:
-            continue
-        rows.append(
-            _Row(
-                logits=logits_gib(log.max_num_seqs, log.shape.vocab_size),
-                ffn=ffn_gib(
-                    log.max_num_batched_tokens,
-                    log.shape.intermediate_size,
-                    log.tensor_parallel_size,
-                ),
-                moe=0.0
-                if log.quantization == "mxfp4"
-                else moe_workspace_gib(
-                    log.max_num_batched_tokens, log.shape, log.tensor_parallel_size
-                ),
-                last_stage=log.pipeline_parallel_size == 1,
-                new_sampler=log.flashinfer_sampler
-                or not memory_profile_rules(log.vllm_version).large_sampler_peak,
-                activation=log.activation_gib,
-                tokens=log.max_num_batched_tokens / FIT_TOKENS,
-            )
-        )
-    return rows
-
-
-def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
-    new = [r for r in rows if r.new_sampler and not r.moe]
-    best: tuple[float, float, float, float, float] | None = None
-    for base_step, step in itertools.product(range(0, 61), range(0, 401)):
-        ffn_base, ffn_factor = base_step / 100, step / 100
-        sampler_rows = [
-            (r.logits if r.last_stage else 0.0, r.activation)
-            for r in new
-            if r.activation > ffn_base * r.tokens + ffn_factor * r.ffn
-        ]
-        if len(sampler_rows) < 2:
-            continue
-        base, factor = _least_squares(sampler_rows)
-        error = sum(
-            (
-                max(
-                    base + factor * (r.logits if r.last_stage else 0.0),
-                    ffn_base * r.tokens + ffn_factor * r.ffn,
-                )
-                - r.activation
-            )
-            ** 2
-            for r in new
-        )
-        if best is None or error < best[0] - 1e-12:
-            best = (error, base, factor, ffn_factor, ffn_base)
-    if best is None:
-        raise InvalidFieldError(
-            field="profile logs", value=len(new), reason="need two logs of vLLM >= 0.17 to fit"
-        )
-    _, base, factor, ffn_factor, ffn_base = best
-    old = [(r.activation - base) / r.logits for r in rows if not r.new_sampler and r.last_stage]
-    old_factor = statistics.mean(old) if old else factor
-
-    def dense(r: _Row) -> float:
-        sampler = base + (factor if r.new_sampler else old_factor) * (
-            r.logits if r.last_stage else 0.0
-        )
-        return max(sampler, ffn_base * r.tokens + ffn_factor * r.ffn)
-
-    moe_rows = [r for r in rows if r.moe]
-    # Least squares through the origin of what the dense terms leave unexplained.
-    moe_factor = (
-        sum((r.activation - dense(r)) * r.moe for r in moe_rows) / sum(r.moe**2 for r in moe_rows)
-        if moe_rows
-        else 0.0
-    )
-    residuals = [dense(r) + moe_factor * r.moe - r.activation for r in rows]
-    return base, factor, old_factor, ffn_factor, ffn_base, round(moe_factor, 4), _band(residuals)
-
-
-def fit_coefficients(logs: Iterable[ProfileLog]) -> Coefficients:
-    """Least-squares fit of every coefficient on ``logs`` (their ``split`` is not read)."""
-    logs = tuple(logs)
-    base, factor, old_factor, ffn_factor, ffn_base, moe_factor, activation_band = _fit_activation(
-        _rows(logs)
-    )
-    classes: dict[str, list[float]] = {
-        "single": [],
-        "single_old": [],
-        "fused": [],
-        "nccl": [],
-        "pp": [],
-    }
-    for log in logs:
-        if log.non_torch_gib is None:
-            continue
-        rules = memory_profile_rules(log.vllm_version)
-        key = non_torch_class(
-            log.tensor_parallel_size, log.pipeline_parallel_size, rules, log.compute_capability
-        )
-        classes[key].append(log.non_torch_gib)
-    medians = {k: round(statistics.median(v), 4) if v else 0.0 for k, v in classes.items()}
-    nt_band = _band(v - medians[k] for k, values in classes.items() for v in values)
-    graph_logs = [log for log in logs if log.cuda_graph_gib is not None]
-    per_layer = [
-        (log.cuda_graph_gib or 0.0)
-        / stage_layers(log.shape, log.pipeline_parallel_size)
-        / (cudagraph_count(log.max_num_seqs, log.max_num_batched_tokens) / REFERENCE_GRAPHS)
-        for log in graph_logs
-    ]
-    graph = round(statistics.median(per_layer), 5) if per_layer else 0.0
-    graphs = [
-        (log.cuda_graph_gib or 0.0)
-        - graph * stage_layers(log.shape, log.pipeline_parallel_size)
-        + graph
-        for log in graph_logs
-    ]
-    return Coefficients(
-        activation_base=round(base, 4),
-        logits_factor=round(factor, 4),
-        logits_factor_before_0_17=round(old_factor, 4),
-        ffn_factor=ffn_factor,
-        ffn_base=ffn_base,
-        moe_factor=moe_factor,
-        activation_band=activation_band,
-        non_torch_single=medians["single"],
-        non_torch_single_before_0_18=medians["single_old"],
-        non_torch_tensor_parallel=medians["fused"],
-        non_torch_tensor_parallel_nccl_only=medians["nccl"],
-        non_torch_pipeline=medians["pp"],
-        non_torch_band=nt_band,
-        cuda_graph_per_layer=graph,
-        cuda_graph_band=_band(g - graph for g in graphs),
-    )
-
-
 COEFFICIENTS: Final = Coefficients(
     activation_base=0.1451,
     logits_factor=3.563,
@@ -457,4 +298,5 @@ COEFFICIENTS: Final = Coefficients(
     cuda_graph_per_layer=0.02363,
     cuda_graph_band=0.22,
 )
-"""The shipped fit: :func:`fit_coefficients` over the ``fit`` logs of tests/data/memory_logs."""
+"""The shipped fit: :func:`kvpure.memory_profile.fit.fit_coefficients` over the ``fit``
+logs of tests/data/memory_logs."""

@@ -44,7 +44,7 @@ class KVError:
     logged_gib: float
     band_gib: float
     release: str = ""
-    """The rules range of the log's vLLM version (``0.17-0.20``...)."""
+    """The rules range of the log's vLLM version (``0.24-0.25``...)."""
     gpu: str = ""
 
     @property
@@ -88,6 +88,11 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             continue
         rules = memory_profile_rules(log.vllm_version)
         tp, pp = log.tensor_parallel_size, log.pipeline_parallel_size
+        v2 = rules.runs_model_runner_v2(
+            architectures=(log.architecture,) if log.architecture else (),
+            moe=log.shape.num_experts > 0,
+            quantized=log.quantization != "none",
+        )
         activation = activation_gib(
             coef,
             log.shape,
@@ -99,8 +104,10 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
             dtype_bytes=log.dtype_bytes,
             quantization=log.quantization,
             flashinfer_sampler=log.flashinfer_sampler,
+            model_runner_v2=v2,
         )
-        subtract = rules.cuda_graph_subtracted and not log.enforce_eager
+        subtract = rules.subtracts_cuda_graphs(rocm=False, model_runner_v2=v2)
+        subtract = subtract and not log.enforce_eager
         graph = (
             cuda_graph_gib(
                 coef,
@@ -187,12 +194,12 @@ def error_table(errors: Iterable[KVError]) -> tuple[tuple[str, str, ErrorSummary
 def render_error_table(errors: Iterable[KVError]) -> str:
     """:func:`error_table` as the Markdown table docs/memory-profile.md prints."""
     lines = [
-        "| vLLM | GPU | logs | median abs error (GiB) | max | inside the band |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| vLLM | GPU | logs | median abs error (GiB) | p90 | max | inside the band |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for release, gpu, s in error_table(errors):
         lines.append(
-            f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.max:.2f} | "
+            f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.p90:.2f} | {s.max:.2f} | "
             f"{s.within_band} of {s.count} |"
         )
     return "\n".join(lines)

@@ -76,6 +76,8 @@ class ProfileLog:
     flashinfer_sampler: bool = False
     """The log says "Using FlashInfer for top-p & top-k sampling." (``"topk_topp_sampler":
     "flashinfer"``)."""
+    architecture: str = ""
+    """config.json's first ``architectures`` entry (``"architecture"``; picks Model Runner V2)."""
 
 
 def _num(data: dict[str, object], key: str, name: str) -> float | None:
@@ -180,6 +182,7 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
             data.get("compute_capability", "9.0"), field=f"{name}: compute_capability"
         ),
         flashinfer_sampler=_sampler(data, name) == "flashinfer",
+        architecture=_str(data, "architecture", name) if "architecture" in data else "",
     )
 
 

@@ -1,42 +1,69 @@
 """vLLM's start-up memory profile, one frozen rules record per range of V1 releases.
 
-How vLLM sizes the KV cache changed four times across the V1 engine; each
-record names the rule that changed and the vLLM file and function of each
-side (read in the release's own wheel):
+How vLLM sizes the KV cache changed across the V1 engine; each record names
+the rule that changed and the vLLM file and function of each side (read in the
+release's own wheel, ``pip download --no-deps vllm==X``):
 
-- **0.10-0.16** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
+- **0.10-0.14** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
   ``Worker.determine_available_memory``; ``vllm/utils/__init__.py``,
   ``memory_profiling``): ``kv = requested - (weights + torch peak increase +
   non-torch increase)``; no CUDA-graph term. The sampler's dummy run keeps
   several float32 copies of the logits (the larger sampler peak), and with
   TP > 1 the non-torch term is NCCL's state alone (0.54-0.55 GiB logged on
   H100 with vLLM 0.11).
+- **0.15-0.16** (0.15.0 and 0.16.0 ``vllm/config/vllm.py``: ``fuse_allreduce_rms``
+  False at every optimization level): the same.
 - **0.17** (vllm 0.17.0 ``vllm/config/vllm.py``, ``OPTIMIZATION_LEVEL_02``,
-  ``enable_allreduce_rms_fusion``; False at every level in 0.15.0 and
-  0.16.0): the same formula; the sampler's peak shrinks (Qwen3-14B logs
-  5.64 GiB of activation in 0.16, 2.23 in 0.17), and with TP > 1 on compute
-  capability 9.0 or 10.0 (and PP 1) FlashInfer's fused all-reduce + RMSNorm
-  is on by default: its workspace sits in the non-torch term (2.06-2.21 GiB
-  logged on H100 with 0.19).
-- **0.18-0.20**: one GPU's non-torch increase grows from 0.13 to 0.25 GiB
-  (the Qwen3-14B logs of 0.17 and 0.18).
-- **0.21-0.25** (vllm 0.21.0 ``gpu_worker.py``, ``determine_available_memory``;
-  ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 1):
-  ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too;
-  ``gpu_memory_utilization`` defaults to 0.92 (``config/cache.py``); the
-  fused all-reduce covers the whole 10.x family and any PP size
-  (``is_device_capability_family(100)``). The estimate is made only where
-  ``current_platform.is_cuda()`` (0.21.0-0.25.0), so ROCm subtracts nothing.
+  ``enable_allreduce_rms_fusion``): the same formula; the sampler's peak
+  shrinks (Qwen3-14B logs 5.64 GiB of activation in 0.16, 2.23 in 0.17), and
+  with TP > 1 on compute capability exactly 9.0 or 10.0
+  (``is_device_capability(90)`` / ``(100)``), PP 1 and DP 1, FlashInfer's fused
+  all-reduce + RMSNorm is on by default: its workspace sits in the non-torch
+  term (2.06-2.21 GiB logged on H100 with 0.19).
+- **0.18** (0.18.0 ``config/vllm.py``: the 0.17 rule unchanged;
+  ``gpu_worker.py``: the CUDA-graph estimate is made and logged but applied
+  only with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``, default "0" in
+  ``envs.py``): one GPU's non-torch increase grows from 0.13 to 0.25 GiB (the
+  Qwen3-14B logs of 0.17 and 0.18).
+- **0.19** (0.19.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``:
+  ``is_device_capability_family(100)``): the fused all-reduce covers the
+  whole 10.x family (B300/GB300's 10.3 too), still with PP 1 and DP 1.
+- **0.20** (0.20.0 ``envs.py``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+  defaults to "1"; ``gpu_worker.py``, ``determine_available_memory``:
+  ``cudagraph_memory_estimate_applied`` subtracted, the estimate made where
+  ``not current_platform.is_rocm()`` and ``cudagraph_mode != NONE``;
+  ``config/cache.py``: ``gpu_memory_utilization`` defaults to 0.92):
+  ``GPUModelRunner.profile_cudagraph_memory``'s estimate is subtracted too
+  (the log line's "default since v0.21.0" notwithstanding), nothing on ROCm.
+- **0.21** (vllm 0.21.0 ``config/vllm.py``, ``enable_allreduce_rms_fusion``: the
+  PP 1 and DP 1 conditions dropped; ``gpu_worker.py``: the estimate made where
+  ``current_platform.is_cuda()``, so ROCm still subtracts nothing; ``envs.py``:
+  ``VLLM_USE_FLASHINFER_SAMPLER`` defaults to true): the fused all-reduce at
+  any PP size.
+- **0.22** (vllm 0.22.0 ``config/vllm.py``, ``_is_default_v2_model_runner_model``):
+  GPU Model Runner V2 becomes the default for ``Qwen3ForCausalLM`` (dense,
+  unquantized); its ``profile_cudagraph_memory`` returns 0
+  (``vllm/v1/worker/gpu/model_runner.py``), so those models subtract no
+  CUDA-graph estimate until 0.29.
+- **0.23** (vllm 0.23.0 ``config/vllm.py``): ``enable_allreduce_rms_fusion``
+  requires ``pipeline_parallel_size == 1`` again ("Gated off for PP > 1");
+  Model Runner V2 also for ``LlamaForCausalLM`` and ``MistralForCausalLM``.
+- **0.24** (vllm 0.24.0 ``config/vllm.py``): the PP condition dropped again;
+  Model Runner V2 for the listed architectures, MoE and quantized ones included
+  (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` adds DeepSeek-V2, Qwen2-MoE,
+  Granite-MoE).
+- **0.25** (vllm 0.25.0 ``config/vllm.py``): Model Runner V2 for every model
+  that is not MoE (nor hybrid), and the listed MoE architectures.
 - **0.26**: the same, with the estimate made on ROCm too (``is_cuda_alike()``).
-- **0.27-0.33** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``):
-  the non-KV memory is ``total_consumed + transient_peak_headroom`` (free
-  memory before the engine less free memory after profiling, plus the torch
-  peak above what stays allocated), logged as "Total non KV cache memory".
-  Weights, non-torch state and persistent buffers are inside "consumed", the
-  activation is the transient peak: the same sum, measured another way, except
-  that the model runner's buffers allocated after the first snapshot (input
-  embeddings, block tables: about 0.1 GiB) now count; no public log of these
-  releases is bundled, so their band is 0.1 GiB wider.
+- **0.27** (vllm 0.27.0 ``vllm/utils/mem_utils.py``, ``memory_profiling``): non-KV
+  memory is ``total_consumed + transient_peak_headroom`` ("Total non KV cache
+  memory"): the same sum measured another way, except that the model runner's
+  buffers allocated after the first snapshot (about 0.1 GiB) now count; no
+  public log of 0.27-0.33 is bundled, so their band is 0.1 GiB wider.
+- **0.28** (vllm 0.28.0 ``config/vllm.py``): the V2 list adds DeepSeek-V4.
+- **0.29-0.33** (vllm 0.29.0 ``config/vllm.py``, ``use_v2_model_runner``: V2 for
+  every model unless a feature falls back; ``gpu/model_runner.py``:
+  ``profile_cudagraph_memory`` estimates the graphs, as V1's does).
 - **0.34** (vllm 0.34.0 ``vllm/v1/worker/extensible_kv_cache.py``,
   ``measure_kv_cache_bytes``; ``vllm/config/cache.py``,
   ``CacheConfig.resolved_gpu_memory_utilization``): the extensible KV cache,
@@ -55,6 +82,7 @@ kvpure does not model; they are refused with one line that says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -94,20 +122,21 @@ class V0EngineError(InvalidFieldError):
 class MemoryProfileRules:
     """How one range of vLLM releases sizes the KV cache at start-up.
 
-    - ``releases``: the range, as ``0.21-0.25``;
+    - ``releases``: the range, as ``0.24-0.25``;
     - ``large_sampler_peak``: the dummy sampler run keeps several float32 logits
       copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
     - ``fused_all_reduce``: with TP > 1 on compute capability 9.0 or 10.x the
       non-torch term holds FlashInfer's fused all-reduce workspace, not only
-      NCCL's state (0.17 on: ``enable_allreduce_rms_fusion``); before 0.21
-      only on 10.0 among the 10.x and only with PP 1
-      (``fused_all_reduce_any_pp``, ``fused_all_reduce_family_100``);
+      NCCL's state (0.17 on: ``enable_allreduce_rms_fusion``); before 0.19
+      only on 10.0 among the 10.x (``fused_all_reduce_family_100``), before
+      0.21 and in 0.23 only with PP 1 (``fused_all_reduce_any_pp``);
     - ``larger_single_non_torch``: one GPU's non-torch increase is 0.25 GiB,
       not 0.13 (0.18 on, as logged);
     - ``cuda_graph_subtracted``: ``profile_cudagraph_memory``'s estimate is
-      subtracted (0.21 on: ``determine_available_memory``);
+      subtracted (0.20 on: ``determine_available_memory``);
     - ``cuda_graph_subtracted_on_rocm``: the estimate is made on ROCm too (0.26 on:
-      ``current_platform.is_cuda_alike()``; 0.21-0.25 test ``is_cuda()`` and leave it 0);
+      ``current_platform.is_cuda_alike()``; 0.20 tests ``not is_rocm()``, 0.21-0.25
+      ``is_cuda()``, and leave it 0);
     - ``non_kv_from_consumed``: non-KV memory is ``total_consumed +
       transient_peak_headroom`` (0.27 on: ``mem_utils.memory_profiling``);
     - ``extensible_kv_cache``: the cache is sized after warm-up
@@ -115,10 +144,13 @@ class MemoryProfileRules:
       ``margin_floor_gib`` (``KV_CACHE_MARGIN_FLOOR_BYTES``: 1 on CUDA, 3 on
       ROCm) and ``margin_fraction`` (``KV_CACHE_MARGIN_FRACTION``);
     - ``unset_gpu_memory_utilization``: what an unset ``gpu_memory_utilization``
-      means (``CacheConfig``: 0.9 in 0.11, 0.92 in 0.21, 1.0 under 0.34's
+      means (``CacheConfig``: 0.9 in 0.11-0.19, 0.92 from 0.20, 1.0 under 0.34's
       extensible cache);
     - ``thin_data_band_gib``: added to the band where few public logs of the
-      range exist (see docs/memory-profile.md).
+      range exist (see docs/memory-profile.md);
+    - ``model_runner_v2``: which models run Model Runner V2 by default (see
+      :meth:`runs_model_runner_v2`); ``model_runner_v2_graph_estimate``: V2
+      estimates the CUDA graphs (0.29 on; before, its estimate is 0).
     """
 
     releases: str
@@ -138,6 +170,24 @@ class MemoryProfileRules:
     margin_fraction: float
     unset_gpu_memory_utilization: float
     thin_data_band_gib: float
+    model_runner_v2: str = "never"
+    model_runner_v2_architectures: frozenset[str] = frozenset()
+    model_runner_v2_graph_estimate: bool = False
+
+    def runs_model_runner_v2(
+        self, *, architectures: Sequence[str], moe: bool, quantized: bool
+    ) -> bool:
+        """Whether a plain ``vllm serve`` runs Model Runner V2 (``VllmConfig.use_v2_model_runner``,
+        ``_is_default_v2_model_runner_model``): ``listed_dense`` 0.22-0.23 (listed, not MoE nor
+        quantized), ``listed`` 0.24, ``listed_or_dense`` 0.25-0.28, ``always`` from 0.29."""
+        listed = any(a in self.model_runner_v2_architectures for a in architectures)
+        if self.model_runner_v2 == "listed_dense":
+            return listed and not moe and not quantized
+        if self.model_runner_v2 == "listed":
+            return listed
+        if self.model_runner_v2 == "listed_or_dense":
+            return listed or not moe
+        return self.model_runner_v2 == "always"
 
     def fuses_all_reduce(self, *, tp: int, pp: int, capability: tuple[int, int]) -> bool:
         """Whether the fused all-reduce workspace is allocated (TP > 1, Hopper or Blackwell)."""
@@ -149,8 +199,14 @@ class MemoryProfileRules:
             return True
         return self.fused_all_reduce_family_100 and capability[0] == 10
 
-    def subtracts_cuda_graphs(self, *, rocm: bool) -> bool:
-        """Whether the CUDA-graph estimate leaves the KV cache's share on this platform."""
+    def subtracts_cuda_graphs(self, *, rocm: bool, model_runner_v2: bool = False) -> bool:
+        """Whether the CUDA-graph estimate leaves the KV cache's share on this platform.
+
+        Model Runner V2's ``profile_cudagraph_memory`` returns 0 before 0.29
+        (vllm/v1/worker/gpu/model_runner.py), so nothing is subtracted there.
+        """
+        if model_runner_v2 and not self.model_runner_v2_graph_estimate:
+            return False
         return self.cuda_graph_subtracted and (self.cuda_graph_subtracted_on_rocm or not rocm)
 
     def margin_floor(self, *, rocm: bool) -> float:
@@ -193,31 +249,100 @@ V1_0_17: Final = replace(
     fused_all_reduce=True,
 )
 V1_0_18: Final = replace(
-    V1_0_17, releases="0.18-0.20", first=(0, 18), last=(0, 20), larger_single_non_torch=True
+    V1_0_17, releases="0.18", first=(0, 18), last=(0, 18), larger_single_non_torch=True
 )
-V1_0_21: Final = replace(
-    V1_0_18,
-    releases="0.21-0.25",
-    first=(0, 21),
-    last=(0, 25),
+V1_0_19: Final = replace(
+    V1_0_18, releases="0.19", first=(0, 19), last=(0, 19), fused_all_reduce_family_100=True
+)
+V1_0_20: Final = replace(
+    V1_0_19,
+    releases="0.20",
+    first=(0, 20),
+    last=(0, 20),
     cuda_graph_subtracted=True,
     unset_gpu_memory_utilization=0.92,
-    fused_all_reduce_family_100=True,
-    fused_all_reduce_any_pp=True,
 )
+V1_0_21: Final = replace(
+    V1_0_20, releases="0.21", first=(0, 21), last=(0, 21), fused_all_reduce_any_pp=True
+)
+V1_0_22: Final = replace(
+    V1_0_21,
+    releases="0.22",
+    first=(0, 22),
+    last=(0, 22),
+    model_runner_v2="listed_dense",
+    model_runner_v2_architectures=frozenset({"Qwen3ForCausalLM"}),
+)
+V1_0_23: Final = replace(
+    V1_0_22,
+    releases="0.23",
+    first=(0, 23),
+    last=(0, 23),
+    fused_all_reduce_any_pp=False,
+    model_runner_v2_architectures=frozenset(
+        {"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}
+    ),
+)
+_V2_MOE: Final = frozenset(
+    {"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}
+)
+V1_0_24: Final = replace(
+    V1_0_23,
+    releases="0.24",
+    first=(0, 24),
+    last=(0, 24),
+    fused_all_reduce_any_pp=True,
+    model_runner_v2="listed",
+    model_runner_v2_architectures=V1_0_23.model_runner_v2_architectures | _V2_MOE,
+)
+V1_0_25: Final = replace(
+    V1_0_24,
+    releases="0.25",
+    first=(0, 25),
+    last=(0, 25),
+    model_runner_v2="listed_or_dense",
+    model_runner_v2_architectures=_V2_MOE,
+)
+_V2_0_26: Final = _V2_MOE | {
+    "InklingForCausalLM",
+    "InklingForConditionalGeneration",
+    "LongcatFlashNgramForCausalLM",
+}
 V1_0_26: Final = replace(
-    V1_0_21, releases="0.26", first=(0, 26), last=(0, 26), cuda_graph_subtracted_on_rocm=True
+    V1_0_25,
+    releases="0.26",
+    first=(0, 26),
+    last=(0, 26),
+    cuda_graph_subtracted_on_rocm=True,
+    model_runner_v2_architectures=_V2_0_26,
 )
 V1_0_27: Final = replace(
     V1_0_26,
-    releases="0.27-0.33",
+    releases="0.27",
     first=(0, 27),
-    last=(0, 33),
+    last=(0, 27),
     non_kv_from_consumed=True,
     thin_data_band_gib=0.1,
+    model_runner_v2_architectures=_V2_0_26 | {"KimiK3ForConditionalGeneration"},
+)
+V1_0_28: Final = replace(
+    V1_0_27,
+    releases="0.28",
+    first=(0, 28),
+    last=(0, 28),
+    model_runner_v2_architectures=V1_0_27.model_runner_v2_architectures | {"DeepseekV4ForCausalLM"},
+)
+V1_0_29: Final = replace(
+    V1_0_28,
+    releases="0.29-0.33",
+    first=(0, 29),
+    last=(0, 33),
+    model_runner_v2="always",
+    model_runner_v2_architectures=frozenset(),
+    model_runner_v2_graph_estimate=True,
 )
 V1_0_34: Final = replace(
-    V1_0_27,
+    V1_0_29,
     releases="0.34",
     first=(0, 34),
     last=(0, 34),
@@ -233,9 +358,17 @@ MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_15,
     V1_0_17,
     V1_0_18,
+    V1_0_19,
+    V1_0_20,
     V1_0_21,
+    V1_0_22,
+    V1_0_23,
+    V1_0_24,
+    V1_0_25,
     V1_0_26,
     V1_0_27,
+    V1_0_28,
+    V1_0_29,
     V1_0_34,
 )
 
