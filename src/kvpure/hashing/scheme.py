@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_bool
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.errors import RandomNoneHashNotRequestedError, UnknownHashProfileError
 from kvpure.hashing.types import BlockHash
@@ -245,6 +246,7 @@ class HashScheme:
         algorithm = HashAlgorithm.from_name(
             algorithm
         )  # a seed's type is checked where it is hashed
+        check_bool("random_none_hash", random_none_hash)
         _check_lookahead(num_hash_lookahead_tokens, profile)
         if seed is None:
             seed = profile.unseeded_none_hash_seed(algorithm)
