@@ -50,9 +50,11 @@ def check_optional_seconds(field: str, value: object, *, reason: str) -> None:
         raise InvalidFieldError(field=field, value=value, reason=reason)
 
 
-def check_optional_int(field: str, value: object, *, minimum: int) -> int | None:
+def check_optional_int(
+    field: str, value: object, *, minimum: int, maximum: int | None = None
+) -> int | None:
     """Like :func:`check_int`, but ``None`` (not set) is allowed."""
-    return None if value is None else check_int(field, value, minimum=minimum)
+    return None if value is None else check_int(field, value, minimum=minimum, maximum=maximum)
 
 
 def check_bool(field: str, value: object) -> bool:

@@ -14,7 +14,7 @@ from enum import Enum, IntEnum
 from typing import Final
 
 from kvpure.errors import InvalidFieldError, SpecMergeError
-from kvpure.field_checks import check_int
+from kvpure.field_checks import MAX_MEMORY_BYTES, check_int
 from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 
@@ -170,10 +170,10 @@ def check_positive(field: str, value: int) -> None:
 
 
 def check_non_negative(field: str, value: int) -> None:
-    """Raise InvalidFieldError unless ``value`` is an int of at least zero (no upper bound:
-    tensor sizes and block counts scale with the memory planned)."""
-    if type(value) is not int or value < 0:
-        check_int(field, value, minimum=0)
+    """Raise InvalidFieldError unless ``value`` is an int of at least zero (bounded by the
+    largest memory figure only: tensor sizes and block counts scale with the memory planned)."""
+    if type(value) is not int or not 0 <= value <= MAX_MEMORY_BYTES:
+        check_int(field, value, minimum=0, maximum=MAX_MEMORY_BYTES)
 
 
 def check_optional_positive(field: str, value: int | None) -> None:
