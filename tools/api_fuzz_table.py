@@ -303,7 +303,7 @@ ENTRIES: tuple[Entry, ...] = (
             "bs": ("2", "count"),
             "extra": ("[None, None]", "seq"),
         },
-        also_good=("extra=[None]",),
+        also_good=("extra=[None]", "tokens=[2**200]"),  # 0.26/0.33 hash any int id
     ),
     Entry(
         "fast_hash_token_blocks",
@@ -315,7 +315,7 @@ ENTRIES: tuple[Entry, ...] = (
             "bs": ("2", "count"),
             "extra": ("[None, None]", "seq"),
         },
-        also_good=("extra=[None]",),
+        also_good=("extra=[None]", "tokens=[2**200]"),  # 0.26/0.33 hash any int id
     ),
     Entry(
         "none_hash_from_seed",
@@ -381,10 +381,25 @@ ENTRIES: tuple[Entry, ...] = (
         },
     ),
     Entry("LayerMap.from_mapping", "LayerMap.from_mapping({m})", {"m": ("{'a': SPEC}", "mapping")}),
-    Entry("get_kv_quant_mode", "specs.get_kv_quant_mode({d})", {"d": ("'auto'", "enum")}),
+    Entry(
+        "get_kv_quant_mode",
+        "specs.get_kv_quant_mode({d})",
+        {"d": ("'auto'", "enum")},
+        also_good=("d='nope'", "d=''"),  # vLLM: any other string is no quantisation
+    ),
     Entry("merge_specs", "specs.merge_specs({s})", {"s": ("[SPEC, SPEC]", "seq")}),
-    Entry("cdiv", "specs.cdiv({a}, {b})", {"a": ("7", "index"), "b": ("2", "count")}),
-    Entry("round_up", "specs.round_up({a}, {b})", {"a": ("7", "index"), "b": ("2", "count")}),
+    Entry(
+        "cdiv",
+        "specs.cdiv({a}, {b})",
+        {"a": ("7", "index"), "b": ("2", "count")},
+        also_good=("a=-1", "a=2**200", "b=2**200"),  # exact int arithmetic, as vLLM's
+    ),
+    Entry(
+        "round_up",
+        "specs.round_up({a}, {b})",
+        {"a": ("7", "index"), "b": ("2", "count")},
+        also_good=("a=-1", "a=2**200", "b=2**200"),  # exact int arithmetic, as vLLM's
+    ),
     # -- planning
     Entry(
         "PlannerSettings",
@@ -464,7 +479,7 @@ ENTRIES: tuple[Entry, ...] = (
             "mml": ("4096", "count"),
             "tp": ("1", "count"),
         },
-        also_good=("mml=None", "tp=None", "mem=3", "mml='3'", "tp='3'"),
+        also_good=("mml=None", "tp=None", "mem=3", "mml='3'", "tp='3'", "mml=-1"),  # -1: auto-fit
     ),
     Entry(
         "plan_deployment(mem)",

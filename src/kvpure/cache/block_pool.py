@@ -43,6 +43,8 @@ from kvpure.cache.pool_loops import (
     touch,
 )
 from kvpure.cache.request import CacheRequest
+from kvpure.errors import FieldTypeError
+from kvpure.field_checks import check_bool, check_int
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from kvpure.hashing import (
     VLLM_0_26,
@@ -66,6 +68,9 @@ MAX_NUM_GPU_BLOCKS = 2**22
 """The most blocks a pool is built with (4,194,304, null block included; about 0.5 GB
 of block objects, built in a few seconds). Every block is made up front, so a larger
 count is refused at once rather than exhausting memory."""
+
+MAX_BLOCK_SIZE = 2**32
+"""Tokens per hash block, at most (vLLM's block sizes are small powers of two)."""
 
 
 class BlockPool:
@@ -106,6 +111,17 @@ class BlockPool:
                 operation="BlockPool",
                 reason="num_hash_lookahead_tokens must be a non-negative integer "
                 f"(got {num_hash_lookahead_tokens!r})",
+            )
+        for name, flag in (
+            ("enable_caching", enable_caching),
+            ("enable_kv_cache_events", enable_kv_cache_events),
+            ("use_int_block_hashes", use_int_block_hashes),
+        ):
+            check_bool(name, flag)
+        check_int("hash_block_size", hash_block_size, minimum=1, maximum=MAX_BLOCK_SIZE)
+        if not isinstance(profile, VllmHashProfile):
+            raise FieldTypeError(
+                field="profile", value=profile, reason="must be a VllmHashProfile (VLLM_0_26...)"
             )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching

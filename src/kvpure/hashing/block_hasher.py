@@ -24,6 +24,7 @@ from kvpure.errors import FieldTypeError, InvalidFieldError
 from kvpure.field_checks import check_int
 from kvpure.hashing.algorithms import HashAlgorithm, HashFunction, get_hash_fn_by_name
 from kvpure.hashing.cbor_text import check_cbor_text
+from kvpure.hashing.chain_checks import check_chain_arguments
 from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
@@ -70,6 +71,7 @@ def hash_token_blocks(
     Block ``i`` covers ``token_ids[i*block_size:(i+1)*block_size]``; the parent
     of block 0 is ``parent`` and of block ``i`` the digest of block ``i-1``.
     """
+    check_chain_arguments(algo_name, parent, token_ids, block_size, extra_keys)
     hash_fn = get_hash_fn_by_name(algo_name)
     digests: list[bytes] = []
     for index, keys in enumerate(extra_keys):

@@ -13,19 +13,30 @@ from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from typing import Final
 
-from kvpure.errors import InvalidFieldError, SpecMergeError
+from kvpure.errors import FieldTypeError, InvalidFieldError, SpecMergeError
 from kvpure.field_checks import MAX_MEMORY_BYTES, check_int
 from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 
 
+def _check_operands(a_name: str, a: object, b_name: str, b: object) -> None:
+    """Two ints, the divisor at least 1 (a bool, a float or a zero divisor refused)."""
+    if type(a) is not int:
+        raise FieldTypeError(field=a_name, value=a, reason="must be an int (not a bool or float)")
+    check_int(b_name, b, minimum=1)
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division, as vLLM's ``cdiv``: ``-(a // -b)``."""
+    if type(a) is not int or type(b) is not int or b < 1:
+        _check_operands("a", a, "b", b)
     return -(a // -b)
 
 
 def round_up(x: int, y: int) -> int:
     """``x`` rounded up to a multiple of ``y``."""
+    if type(x) is not int or type(y) is not int or y < 1:
+        _check_operands("x", x, "y", y)
     return ((x + y - 1) // y) * y
 
 
@@ -137,6 +148,10 @@ class KVQuantMode(IntEnum):
 
 def get_kv_quant_mode(kv_cache_dtype: str) -> KVQuantMode:
     """The quantisation mode vLLM derives from a ``kv_cache_dtype`` string."""
+    if not isinstance(kv_cache_dtype, str):
+        raise FieldTypeError(
+            field="kv_cache_dtype", value=kv_cache_dtype, reason="must be a str (auto, fp8, ...)"
+        )
     named = _QUANT_BY_CACHE_DTYPE.get(kv_cache_dtype)
     if named is not None:
         return named

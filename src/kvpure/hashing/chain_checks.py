@@ -1,0 +1,54 @@
+"""The argument checks of the public chain hashers (``hash_token_blocks``,
+``fast_hash_token_blocks``): typed errors naming the argument.
+
+The reference hasher runs them on every call; the fast one only where its compiled chain
+did not take the call or an argument's type is off, so the decoding path pays nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kvpure.errors import FieldTypeError
+from kvpure.field_checks import check_int
+from kvpure.hashing.algorithms import HashAlgorithm
+from kvpure.hashing.token_checks import check_token_ids
+
+__all__ = ["MAX_CHAIN_BLOCK_SIZE", "check_chain_arguments"]
+
+MAX_CHAIN_BLOCK_SIZE = 2**32
+"""Tokens per block, at most (vLLM's block sizes are small powers of two)."""
+
+
+def check_chain_arguments(
+    algo_name: object,
+    parent: object,
+    token_ids: object,
+    block_size: object,
+    extra_keys: object,
+) -> None:
+    """Refuse an unknown algorithm, a parent that is not bytes, token ids that are not a
+    sequence of ints, a block size that is not a positive int, or extra keys that are not a
+    sequence of tuples or None (one per block)."""
+    HashAlgorithm.from_name(algo_name)
+    if not isinstance(parent, bytes):
+        raise FieldTypeError(
+            field="parent", value=parent, reason="must be bytes (the parent's hash or NONE_HASH)"
+        )
+    check_int("block_size", block_size, minimum=1, maximum=MAX_CHAIN_BLOCK_SIZE)
+    if not isinstance(token_ids, Sequence) or isinstance(token_ids, str | bytes | bytearray):
+        raise FieldTypeError(
+            field="token_ids", value=token_ids, reason="must be a list or tuple of token ids"
+        )
+    check_token_ids(None, token_ids, field="token_ids")
+    if not isinstance(extra_keys, list | tuple):
+        raise FieldTypeError(
+            field="extra_keys",
+            value=extra_keys,
+            reason="must be a list of extra keys (a tuple or None) per block",
+        )
+    for index, keys in enumerate(extra_keys):
+        if keys is not None and not isinstance(keys, tuple):
+            raise FieldTypeError(
+                field=f"extra_keys[{index}]", value=keys, reason="must be a tuple or None"
+            )
