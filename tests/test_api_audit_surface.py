@@ -1,0 +1,162 @@
+"""The rest of the public surface refuses bad input with a typed error naming the field:
+planning helpers, specs and plan values, models, the prefix cache, events and text.
+
+As in :mod:`tests.test_api_audit_hashing`: a fresh interpreter without the suite's
+beartype hook, one error under :class:`kvpure.errors.KVPureError` per bad call, whose
+message names the field; the good calls beside them still give their values.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api_audit_runner import run_cases
+
+SETUP = """
+import json
+from kvpure import *
+from kvpure import cache, events, specs
+from kvpure.free_queue import KVCacheBlock
+from kvpure.serve.gpus import find_gpu
+from kvpure.specs.layer_map import LayerMap
+from kvpure.text import ChatMessage, load_tokenizer
+SPEC = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype=KVDtype.BFLOAT16)
+SPECS = LayerMap.from_mapping({'a': SPEC})
+S = PlannerSettings(vllm_version='0.26')
+KVC = get_kv_cache_configs(S, [{'a': SPEC}], [2**30]).kv_cache_configs[0]
+TRACE = json.load(open('tests/data/vllm-0.26.0/cache_replay/eviction_lru.json'))['trace']
+"""
+
+BAD: tuple[tuple[str, str], ...] = (
+    # -- planning helpers: settings, specs and memory
+    ("estimate_max_model_len(None, SPECS, 2**30)", "settings"),
+    ("estimate_max_model_len('0.26', SPECS, 2**30)", "settings"),
+    ("estimate_max_model_len(S, None, 2**30)", "kv_cache_spec"),
+    ("estimate_max_model_len(S, [SPEC], 2**30)", "kv_cache_spec"),
+    ("estimate_max_model_len(S, {3: SPEC}, 2**30)", "kv_cache_spec"),
+    ("estimate_max_model_len(S, {'a': 3}, 2**30)", "kv_cache_spec['a']"),
+    ("estimate_max_model_len(S, SPECS, None)", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, float('nan'))", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, float('inf'))", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, 1.5e9)", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, '24GiB')", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, True)", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, -1)", "available_memory"),
+    ("estimate_max_model_len(S, SPECS, 2**200)", "available_memory"),
+    ("get_kv_cache_groups(None, SPECS)", "settings"),
+    ("get_kv_cache_groups(S, None)", "specs"),
+    ("get_kv_cache_groups(S, [])", "specs"),
+    ("get_kv_cache_groups(S, 'a')", "specs"),
+    ("get_max_concurrency_for_kv_cache_config(None, KVC)", "settings"),
+    ("get_max_concurrency_for_kv_cache_config(S, None)", "kv_cache_config"),
+    ("get_max_concurrency_for_kv_cache_config(S, SPEC)", "kv_cache_config"),
+    # -- specs helpers and plan values
+    ("specs.cdiv(None, 2)", "a"),
+    ("specs.cdiv(1.5, 2)", "a"),
+    ("specs.cdiv(True, 2)", "a"),
+    ("specs.cdiv(7, 0)", "b"),
+    ("specs.cdiv(7, float('nan'))", "b"),
+    ("specs.round_up(7, -1)", "y"),
+    ("specs.round_up('7', 2)", "x"),
+    ("specs.get_kv_quant_mode(None)", "kv_cache_dtype"),
+    ("specs.get_kv_quant_mode(8)", "kv_cache_dtype"),
+    ("specs.merge_specs(None)", "specs"),
+    ("specs.merge_specs([])", "specs"),
+    ("specs.merge_specs([SPEC, 3])", "specs[1]"),
+    ("LayerMap.from_mapping(None)", "mapping"),
+    ("LayerMap.from_mapping({3: SPEC})", "mapping"),
+    ("KVCacheTensor(size=2**200, shared_by=('a',))", "size"),
+    ("KVCacheTensor(size=4096, shared_by=('a',), offset=2**200)", "offset"),
+    (
+        "KVCacheConfig(num_blocks=2**200, kv_cache_tensors=KVC.kv_cache_tensors, "
+        "kv_cache_groups=KVC.kv_cache_groups)",
+        "num_blocks",
+    ),
+    ("KVCacheBlock(0, ref_cnt=2**200)", "ref_cnt"),
+    ("exec:KVCacheBlock(0).set_block_hash(b'x', 2**200)", "num_tokens"),
+    # -- models
+    ("Deployment(kv_cache_memory_bytes=2**34, block_size=2**200)", "block_size"),
+    ("Deployment(kv_cache_memory_bytes=2**34, max_model_len=2**200)", "max_model_len"),
+    (
+        "Deployment(kv_cache_memory_bytes=2**34, tensor_parallel_size=2**200)",
+        "tensor_parallel_size",
+    ),
+    ("parse_model_config({3: 4})", "config.json"),
+    ("find_gpu(None)", "--gpu"),
+    ("find_gpu(3)", "--gpu"),
+    ("find_gpu(b'H100')", "--gpu"),
+    # -- the prefix cache
+    ("cache.replay(None)", "trace"),
+    ("cache.replay(TRACE)", "trace"),
+    ("cache.replay(cache.parse_trace(TRACE), free_queue_limit=2**200)", "free_queue_limit"),
+    ("cache.ReplaySettings(log_stats=1)", "replay.log_stats"),
+    ("cache.ReplaySettings(use_int_block_hashes=None)", "replay.use_int_block_hashes"),
+    ("cache.ReplaySettings(pythonhashseed=0)", "replay.pythonhashseed"),
+    ("cache.ReplaySettings(watermark=float('nan'))", "replay.watermark"),
+    ("cache.ReplaySettings(watermark=-0.5)", "replay.watermark"),
+    ("cache.ReplaySettings(watermark='0')", "replay.watermark"),
+    ("cache.BlockPool(num_gpu_blocks=8, enable_caching=1, hash_block_size=16)", "enable_caching"),
+    (
+        "cache.BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=0)",
+        "hash_block_size",
+    ),
+    (
+        "cache.BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size='16')",
+        "hash_block_size",
+    ),
+    (
+        "cache.BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=16, profile='x')",
+        "profile",
+    ),
+    # -- events and text
+    ("events.RouterSettings(algorithm='sha256', block_size=2**200, seed='0')", "block_size"),
+    ("ChatMessage(role=None, texts=('hi',))", "role"),
+    ("ChatMessage(role='user', texts='hi')", "texts"),
+    ("ChatMessage(role='user', texts=(3,))", "texts"),
+    ("ChatMessage(role='user', texts=('hi',), name=3)", "name"),
+    ("load_tokenizer(None)", "path"),
+    ("load_tokenizer(3)", "path"),
+)
+
+GOOD: tuple[tuple[str, str], ...] = (
+    (
+        "estimate_max_model_len(S, {'a': SPEC}, 2**30) == estimate_max_model_len(S, SPECS, 2**30)",
+        "True",
+    ),
+    ("len(get_kv_cache_groups(S, {'a': SPEC}).groups)", "1"),
+    ("get_max_concurrency_for_kv_cache_config(S, KVC) > 0", "True"),
+    ("specs.cdiv(-7, 2)", "-3"),
+    ("specs.round_up(7, 4)", "8"),
+    ("specs.get_kv_quant_mode('anything').name", "'NONE'"),
+    ("specs.merge_specs((SPEC, SPEC)) == SPEC", "True"),
+    ("cache.ReplaySettings(watermark=0).watermark", "0"),
+    (
+        "cache.BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=16).num_gpu_blocks",
+        "8",
+    ),
+    ("len(cache.replay(cache.parse_trace(TRACE)).records) > 0", "True"),
+    ("find_gpu('h100').name", "'H100-80GB'"),
+    ("ChatMessage(role='user', texts=('hi',)).role", "'user'"),
+)
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, tuple[str, str, str]]:
+    return run_cases(SETUP, [source for source, _ in BAD + GOOD])
+
+
+@pytest.mark.parametrize(("source", "field"), BAD)
+def test_a_bad_argument_is_a_typed_error_naming_it(
+    outcomes: dict[str, tuple[str, str, str]], source: str, field: str
+) -> None:
+    outcome, kind, message = outcomes[source]
+    assert outcome == "typed", f"{source}: {outcome} {kind}: {message}"
+    assert field in message, f"{source}: {kind}: {message}"
+
+
+@pytest.mark.parametrize(("source", "value"), GOOD)
+def test_good_arguments_still_work(
+    outcomes: dict[str, tuple[str, str, str]], source: str, value: str
+) -> None:
+    outcome, _kind, text = outcomes[source]
+    assert (outcome, text) == ("accepted", value), f"{source}: {outcome} {text}"
