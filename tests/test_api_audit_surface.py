@@ -24,6 +24,9 @@ SPEC = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype=KVD
 SPECS = LayerMap.from_mapping({'a': SPEC})
 S = PlannerSettings(vllm_version='0.26')
 KVC = get_kv_cache_configs(S, [{'a': SPEC}], [2**30]).kv_cache_configs[0]
+RULES = cache.get_cache_rules('0.26')
+REQ = HashRequest(prompt_token_ids=(1, 2, 3))
+from kvpure.interop.hashing import hash_request_from_json
 TRACE = json.load(open('tests/data/vllm-0.26.0/cache_replay/eviction_lru.json'))['trace']
 """
 
@@ -108,6 +111,54 @@ BAD: tuple[tuple[str, str], ...] = (
         "cache.BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=16, profile='x')",
         "profile",
     ),
+    ("cache.CacheRequest(request_id=3, hash_request=REQ, scheme=None)", "request_id"),
+    ("cache.CacheRequest(request_id='r', hash_request=None, scheme=None)", "hash_request"),
+    ("cache.CacheRequest(request_id='r', hash_request=REQ, scheme='sha256')", "scheme"),
+    (
+        "cache.CacheRequest(request_id='r', hash_request=REQ, scheme=None, lora_int_id=True)",
+        "lora_int_id",
+    ),
+    (
+        "cache.CacheRequest(request_id='r', hash_request=REQ, scheme=None, "
+        "kv_cache_report_mode='partial')",
+        "kv_cache_report_mode",
+    ),
+    (
+        "cache.CacheRequest(request_id='r', hash_request=REQ, scheme=None, "
+        "skip_reading_prefix_cache=None)",
+        "skip_reading_prefix_cache",
+    ),
+    (
+        "cache.KVCacheManager(kv_cache_config=None, max_model_len=64, scheduler_block_size=16, "
+        "hash_block_size=16, rules=RULES)",
+        "kv_cache_config",
+    ),
+    (
+        "cache.KVCacheManager(kv_cache_config=KVC, max_model_len=2**200, scheduler_block_size=16, "
+        "hash_block_size=16, rules=RULES)",
+        "max_model_len",
+    ),
+    (
+        "cache.KVCacheManager(kv_cache_config=KVC, max_model_len=64, scheduler_block_size=0, "
+        "hash_block_size=16, rules=RULES)",
+        "scheduler_block_size",
+    ),
+    (
+        "cache.KVCacheManager(kv_cache_config=KVC, max_model_len=64, scheduler_block_size=16, "
+        "hash_block_size=16, rules=RULES, watermark=float('nan'))",
+        "watermark",
+    ),
+    (
+        "cache.KVCacheManager(kv_cache_config=KVC, max_model_len=64, scheduler_block_size=16, "
+        "hash_block_size=16, rules=RULES, watermark='0')",
+        "watermark",
+    ),
+    ("PlannerSettings(cache_dtype='fp9')", "cache_dtype"),
+    ("PlannerSettings(cache_dtype=None)", "cache_dtype"),
+    (
+        "hash_request_from_json({'prompt_token_ids': [1]}, share_equal_strings=1)",
+        "share_equal_strings",
+    ),
     # -- events and text
     ("events.RouterSettings(algorithm='sha256', block_size=2**200, seed='0')", "block_size"),
     ("ChatMessage(role=None, texts=('hi',))", "role"),
@@ -137,6 +188,13 @@ GOOD: tuple[tuple[str, str], ...] = (
     ("len(cache.replay(cache.parse_trace(TRACE)).records) > 0", "True"),
     ("find_gpu('h100').name", "'H100-80GB'"),
     ("ChatMessage(role='user', texts=('hi',)).role", "'user'"),
+    ("PlannerSettings(cache_dtype='nvfp4').cache_dtype", "'nvfp4'"),
+    ("cache.CacheRequest(request_id='r', hash_request=REQ, scheme=None).num_tokens", "3"),
+    (
+        "cache.KVCacheManager(kv_cache_config=KVC, max_model_len=64, scheduler_block_size=16, "
+        "hash_block_size=16, rules=RULES, watermark=0.01).max_model_len",
+        "64",
+    ),
 )
 
 

@@ -6,6 +6,8 @@ HUGE = "9" * 40
 INT_BAD = ("", "-1", "0", "nan", "abc", "1.5", HUGE, "true")
 SIZE_BAD = ("", "-1", "nan", "inf", "abc", "1e400", HUGE + "GiB", "0x10", "-5GiB")
 ENUM_BAD = ("", "nope", "1")
+SWITCH_BAD = ("", "nope", "maybe")  # on|off (vLLM's parser also takes 1/0, true/false)
+LOOKAHEAD_BAD = tuple(v for v in INT_BAD if v != "0")  # 0 is no lookahead
 FRACTION_BAD = ("nan", "inf", "-0.1", "1.5", "abc", "")
 JSON_BAD = ("{", "[]", "3", "null", '{"kv_connector": 3}')
 PATH_BAD = ("no/such/file.json", "", "examples", "/dev/null", "README.md")
@@ -29,8 +31,7 @@ def _options(base: tuple[str, ...], options: dict[str, tuple[str, ...]]) -> list
 
 
 CLI_CASES: list[list[str]] = [
-    ["nosuchcommand"],
-    [],
+    ["nosuchcommand"],  # (a bare ``kvpure`` prints the help and exits 2, by design)
     # -- plan: the model and each option
     *[["plan", p, "--kv-cache-memory", "24GiB"] for p in PATH_BAD],
     *[["plan", "examples/llama3_8b.json", "--kv-cache-memory", v] for v in SIZE_BAD],
@@ -48,8 +49,8 @@ CLI_CASES: list[list[str]] = [
             "--mamba-ssm-cache-dtype": ENUM_BAD,
             "--attention-backend": ENUM_BAD,
             "--mamba-cache-mode": ENUM_BAD,
-            "--prefix-caching": ENUM_BAD,
-            "--hybrid-kv-cache-manager": ENUM_BAD,
+            "--prefix-caching": SWITCH_BAD,
+            "--hybrid-kv-cache-manager": SWITCH_BAD,
             "--vllm": ("", "0.99", "abc", "1"),
             "--architecture-as": ("", "NoSuchForCausalLM"),
             "--sweep": (
@@ -81,7 +82,7 @@ CLI_CASES: list[list[str]] = [
     *_options(
         ("plan", "examples/llama3_8b.json", "--gpu-memory", "80GiB"),
         {
-            "--gpu-capability": ("", "abc", "9", "-1.0", "nan", "1.2.3"),
+            "--gpu-capability": ("", "abc", "-1.0", "nan", "1.2.3"),  # "9" is 9.0
             "--gpu-vendor": ENUM_BAD,
         },
     ),
@@ -92,10 +93,9 @@ CLI_CASES: list[list[str]] = [
         ("hash", "examples/request.json"),
         {
             "--algo": ENUM_BAD,
-            "--seed": ("",),
-            "--vllm": ("", "0.99"),
+            "--vllm": ("", "0.99"),  # (--seed '' is PYTHONHASHSEED='', a seed string)
             "--profile": ENUM_BAD,
-            "--lookahead": INT_BAD,
+            "--lookahead": LOOKAHEAD_BAD,
             "--block-size": INT_BAD,
         },
     ),
@@ -109,10 +109,9 @@ CLI_CASES: list[list[str]] = [
         {
             "--block-size": INT_BAD,
             "--profile": ENUM_BAD,
-            "--try-seed": ("",),
             "--lora-path": ("", "nopath", "=x"),
             "--hashes": ENUM_BAD,
-            "--lookahead": INT_BAD,
+            "--lookahead": LOOKAHEAD_BAD,
         },
     ),
     *_options(
@@ -151,7 +150,7 @@ CLI_CASES: list[list[str]] = [
             "--routing": ("", "nope", "round_robin,"),
             "--vllm": ("", "0.99"),
             "--kv-cache-dtype": ENUM_BAD,
-            "--prefix-caching": ENUM_BAD,
+            "--prefix-caching": SWITCH_BAD,
             "--tokenizer": ("no/such/dir", ""),
         },
     ),

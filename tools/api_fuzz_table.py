@@ -111,6 +111,10 @@ def block():
 
 def state():
     return RequestBlockHashes.start(SCHEME, REQ)
+
+RULES = cache.get_cache_rules('0.26')
+from kvpure.interop.hashing import hash_request_from_json
+from kvpure.block_table import block_table_width, compute_slot_mapping
 """
 
 _SPEC = {
@@ -576,5 +580,160 @@ ENTRIES: tuple[Entry, ...] = (
         "load_tokenizer",
         "load_tokenizer({path})",
         {"path": ("'examples/tiny-chat-tokenizer'", "str")},
+    ),
+    # -- round 2: more constructors and flags
+    Entry(
+        "PlannerSettings(2)",
+        "PlannerSettings(cache_dtype={cd}, pipeline_parallel_size={pp}, "
+        "disable_hybrid_kv_cache_manager={dh}, max_num_batched_tokens={mnbt}, "
+        "async_scheduling={asy}, original_max_model_len={omml}, num_speculative_tokens={nst}, "
+        "speculative_method={sm}, decode_context_parallel_size={dcp}, "
+        "num_prefill_lookahead_tokens={npl})",
+        {
+            "cd": ("'auto'", "enum"),
+            "pp": ("1", "count"),
+            "dh": ("False", "bool"),
+            "mnbt": ("8192", "count"),
+            "asy": ("False", "bool"),
+            "omml": ("None", "opt_count"),
+            "nst": ("None", "opt_count"),
+            "sm": ("None", "opt_enum"),
+            "dcp": ("1", "count"),
+            "npl": ("0", "index"),
+        },
+    ),
+    Entry(
+        "Deployment(2)",
+        "Deployment(kv_cache_memory_bytes=2**34, dtype={dt}, mamba_ssm_cache_dtype={md}, "
+        "pipeline_parallel_size={pp}, num_gpu_blocks_override={ngbo}, "
+        "enable_prefix_caching={epc}, enable_hybrid_kv_cache_manager={eh}, "
+        "max_num_batched_tokens={mnbt}, mamba_cache_mode={mcm}, kv_cache_memory_per_gpu={per}, "
+        "async_scheduling={asy}, vllm_version={v}, num_speculative_tokens={nst})",
+        {
+            "dt": ("'auto'", "enum"),
+            "md": ("'auto'", "enum"),
+            "pp": ("1", "count"),
+            "ngbo": ("None", "opt_count"),
+            "epc": ("None", "opt_bool"),
+            "eh": ("True", "bool"),
+            "mnbt": ("8192", "count"),
+            "mcm": ("None", "opt_enum"),
+            "per": ("()", "seq"),
+            "asy": ("None", "opt_bool"),
+            "v": ("'0.34'", "enum"),
+            "nst": ("None", "opt_count"),
+        },
+    ),
+    Entry(
+        "ChunkedLocalAttentionSpec",
+        "ChunkedLocalAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, "
+        "dtype=KVDtype.BFLOAT16, attention_chunk_size={c}, page_size_padded={pad}, "
+        "is_draft={draft})",
+        {"c": ("8192", "count"), "pad": ("None", "opt_count"), "draft": ("False", "bool")},
+    ),
+    Entry(
+        "MLAAttentionSpec",
+        "MLAAttentionSpec(block_size=16, num_kv_heads=1, head_size=576, dtype=KVDtype.BFLOAT16, "
+        "cache_dtype_str={cds}, compress_ratio={cr})",
+        {"cds": ("None", "opt_enum"), "cr": ("1", "count")},
+    ),
+    Entry(
+        "UniformTypeKVCacheSpecs",
+        "UniformTypeKVCacheSpecs(block_size=16, kv_cache_specs={m})",
+        {"m": ("SPECS", "obj")},
+    ),
+    Entry(
+        "KVCacheBlockCopy",
+        "KVCacheBlockCopy(src_block_id={s}, dst_block_id={d})",
+        {"s": ("0", "index"), "d": ("1", "index")},
+    ),
+    Entry(
+        "CacheRequest",
+        "cache.CacheRequest(request_id={rid}, hash_request={hr}, scheme={sc}, "
+        "lora_int_id={lid}, kv_cache_report_mode={mode}, skip_reading_prefix_cache={skip})",
+        {
+            "rid": ("'r'", "str"),
+            "hr": ("REQ", "obj"),
+            "sc": ("SCHEME", "opt_obj"),
+            "lid": ("None", "opt_index"),
+            "mode": ("'incremental'", "enum"),
+            "skip": ("False", "bool"),
+        },
+    ),
+    Entry(
+        "KVCacheManager",
+        "cache.KVCacheManager(kv_cache_config={kvc}, max_model_len={mml}, "
+        "scheduler_block_size={sbs}, hash_block_size={hbs}, enable_caching={ec}, "
+        "watermark={wm}, rules={rules}, num_hash_lookahead_tokens={la})",
+        {
+            "kvc": ("KVC", "obj"),
+            "mml": ("4096", "count"),
+            "sbs": ("16", "count"),
+            "hbs": ("16", "count"),
+            "ec": ("True", "bool"),
+            "wm": ("0.0", "float"),
+            "rules": ("RULES", "obj"),
+            "la": ("0", "index"),
+        },
+    ),
+    Entry(
+        "HashScheme.from_prefix_hash_config",
+        "HashScheme.from_prefix_hash_config({c})",
+        {
+            "c": (
+                "{'hash_block_size': 16, 'hash_algo': 'sha256', 'none_hash': H32, "
+                "'num_lookahead_tokens': 0}",
+                "mapping",
+            )
+        },
+    ),
+    Entry(
+        "hash_request_from_json",
+        "hash_request_from_json({d}, share_equal_strings={s})",
+        {"d": ("{'prompt_token_ids': [1, 2, 3]}", "mapping"), "s": ("False", "bool")},
+    ),
+    Entry(
+        "events.AuditOptions",
+        "events.AuditOptions(seed={seed}, candidate_seeds={cs}, candidate_block_sizes={cbs}, "
+        "diagnose={dg})",
+        {
+            "seed": ("None", "opt_str"),
+            "cs": ("('0',)", "seq"),
+            "cbs": ("()", "seq"),
+            "dg": ("True", "bool"),
+        },
+    ),
+    Entry(
+        "events.decode_message",
+        "events.decode_message({frames})",
+        {"frames": ("[b'kv', (0).to_bytes(8, 'big'), PAYLOAD]", "seq")},
+    ),
+    Entry(
+        "events.EventMessage",
+        "events.EventMessage(topic={t}, seq={s}, batch={b})",
+        {"t": ("'kv'", "str"), "s": ("0", "index"), "b": ("BATCH", "obj")},
+    ),
+    Entry(
+        "plan_deployment(flags)",
+        "plan_deployment(CONFIG, gpu='H100-80GB', gpu_memory_utilization={gmu}, "
+        "enforce_eager={ee}, max_num_seqs={mns}, quantization={q})",
+        {
+            "gmu": ("0.9", "float"),
+            "ee": ("False", "bool"),
+            "mns": ("256", "count"),
+            "q": ("None", "opt_enum"),
+        },
+        also_good=("mns='3'", "gmu=None", "ee=None", "mns=None"),  # CLI text / default
+    ),
+    Entry(
+        "block_table_width",
+        "block_table_width({n}, {layout})",
+        {"n": ("4", "count"), "layout": ("BlockTableLayout(block_size=16)", "obj")},
+    ),
+    Entry(
+        "compute_slot_mapping",
+        "compute_slot_mapping({rows}, {req}, {pos}, BlockTableLayout(block_size=16))",
+        {"rows": ("[[0]]", "seq"), "req": ("[0]", "seq"), "pos": ("[0]", "seq")},
+        also_good=("pos=[3]",),  # position 3 of block 0
     ),
 )
