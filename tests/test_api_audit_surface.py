@@ -218,3 +218,30 @@ def test_good_arguments_still_work(
 ) -> None:
     outcome, _kind, text = outcomes[source]
     assert (outcome, text) == ("accepted", value), f"{source}: {outcome} {text}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "plan",
+            "examples/llama3_8b.json",
+            "--kv-cache-memory",
+            "24GiB",
+            "--max-num-seqs",
+            "9" * 30,
+        ],
+        ["plan", "examples/llama3_8b.json", "--kv-cache-memory", "24GiB", "-dp", "9" * 30],
+        ["events", "listen", "tcp://127.0.0.1:1", "--count", "9" * 30],
+    ],
+)
+def test_a_count_option_past_its_bound_is_one_line_and_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kvpure.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "Traceback" not in err
+    assert "9" * 20 in err or "most" in err

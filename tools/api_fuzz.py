@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"  # --src: audit another checkout's sources (a before/after count)
 
 from api_fuzz_table import ENTRIES, SETUP  # noqa: E402
 
@@ -60,7 +61,7 @@ def run_api(verbose: bool) -> dict[str, int]:
             cases.append((entry.name, param, bad, source))
     setup_file = ROOT / "tools" / ".api_fuzz_setup.py"
     setup_file.write_text(SETUP)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, str(setup_file)],
         input=json.dumps([c[3] for c in cases]),
@@ -95,7 +96,7 @@ from api_fuzz_cli import CLI_CASES  # noqa: E402
 
 
 def _cli_one(argv: list[str]) -> tuple[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(
         [sys.executable, "-m", "kvpure", *argv],
         capture_output=True,
@@ -138,7 +139,11 @@ def main() -> None:
     parser.add_argument("--api-only", action="store_true")
     parser.add_argument("--cli-only", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--src", type=Path, default=None, help="the kvpure sources to audit")
     args = parser.parse_args()
+    if args.src is not None:
+        global SRC
+        SRC = args.src.resolve()
     if not args.cli_only:
         counts = run_api(args.verbose)
         print(
