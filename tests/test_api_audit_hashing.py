@@ -106,6 +106,14 @@ BAD: tuple[tuple[str, str], ...] = (
     ("BlockHashListWithBlockSize([H32, H32], 16, 32)[True]", "idx"),
     ("BlockHashListWithBlockSize([H32, H32], 16, 32)[1]", "idx"),
     ("BlockHashListWithBlockSize([H32, H32], 16, 32)[2**200]", "idx"),
+    ("hashing.extend_block_hashes(None, REQ, [1, 2, 3, 4], hashing.NO_BLOCK_HASHES)", "scheme"),
+    ("hashing.extend_block_hashes(SCHEME, REQ, None, hashing.NO_BLOCK_HASHES)", "all_token_ids"),
+    ("hashing.extend_block_hashes(SCHEME, REQ, [1, 2, 3, 4], None)", "block_hashes"),
+    ("hashing.extend_block_hashes(SCHEME, REQ, [1, 2, 3, 4], [])", "block_hashes"),
+    ("hashing.random_none_hash('sha256', None)", "profile"),
+    ("hashing.random_none_hash('sha256', VLLM_0_26, entropy='x')", "entropy"),
+    ("hashing.none_hash_seed_from_environment(3)", "environ"),
+    ("hashing.none_hash_seed_from_environment({'PYTHONHASHSEED': 0})", "PYTHONHASHSEED"),
     # -- the frontend helpers
     ("hashing.truncate_block_hashes(None, 4, 4)", "block_hashes"),
     ("hashing.truncate_block_hashes([3], 4, 4)", "block_hashes[0]"),
@@ -130,6 +138,11 @@ GOOD: tuple[tuple[str, str], ...] = (
     ("len(hashing.truncate_block_hashes([H32, H32], 4, 4))", "1"),
     ("len(hashing.hash_token_blocks('sha256', H32, [1, 2], 2, [None]))", "1"),
     ("len(hashing.fast_hash_token_blocks('xxhash', H32, (1, 2), 2, (None,)))", "1"),
+    (
+        "len(hashing.extend_block_hashes(SCHEME, REQ, list(range(12)), hashing.NO_BLOCK_HASHES))",
+        "3",
+    ),
+    ("hashing.none_hash_seed_from_environment({'PYTHONHASHSEED': '7'})", "'7'"),
 )
 
 

@@ -179,6 +179,21 @@ def extend_block_hashes(
     Under a profile with int32 token ids, every token not yet hashed is checked first
     (``token_field[i]`` names one out of range).
     """
+    if type(scheme) is not HashScheme or type(request) is not HashRequest:  # one test when right
+        check_scheme_and_request(scheme, request)
+    if type(block_hashes) is not _PVECTOR:
+        raise FieldTypeError(
+            field="block_hashes", value=block_hashes, reason="must be a PVector of block hashes"
+        )
+    if (
+        type(all_token_ids) is not tuple
+        and type(all_token_ids) is not list
+        and type(all_token_ids) is not _PVECTOR
+        and (not isinstance(all_token_ids, Sequence) or isinstance(all_token_ids, str | bytes))
+    ):
+        raise FieldTypeError(
+            field=token_field, value=all_token_ids, reason="must be a sequence of token ids"
+        )
     block_size = scheme.block_size
     lookahead = scheme.num_hash_lookahead_tokens
     start = len(block_hashes) * block_size
@@ -246,6 +261,7 @@ def extend_block_hashes(
 _USES_CBOR = {algorithm: algorithm.uses_cbor for algorithm in HashAlgorithm}
 
 _MAX_NUM_TOKENS = 2**63 - 1
+_PVECTOR = type(pvector())
 
 NO_BLOCK_HASHES: PVector[BlockHash] = pvector()
 """The block hashes of a request before any block is full."""

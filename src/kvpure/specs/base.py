@@ -65,6 +65,14 @@ class KVDtype(Enum):
     COMPLEX64 = "complex64"
     COMPLEX128 = "complex128"
 
+    @classmethod
+    def _missing_(cls, value: object) -> KVDtype:
+        """``KVDtype("int3")`` raises kvpure's typed error naming the field."""
+        known = ", ".join(d.value for d in cls)
+        raise InvalidFieldError(
+            field="dtype", value=value, reason=f"unknown dtype; expected one of {known}"
+        )
+
     @property
     def itemsize(self) -> int:
         """Bytes per element (torch's ``element_size()``)."""
