@@ -107,6 +107,14 @@ def _check_block_arguments(
         )
 
 
+def _is_token_sequence(value: object) -> bool:
+    """A list, tuple or PVector in one test each; else any sequence but a str or bytes."""
+    kind = type(value)
+    if kind is tuple or kind is list or kind is _PVECTOR:
+        return True
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
 def check_scheme_and_request(scheme: object, request: object) -> None:
     """Refuse a ``scheme`` that is no HashScheme or a ``request`` that is no HashRequest."""
     if not isinstance(scheme, HashScheme):
@@ -185,12 +193,7 @@ def extend_block_hashes(
         raise FieldTypeError(
             field="block_hashes", value=block_hashes, reason="must be a PVector of block hashes"
         )
-    if (
-        type(all_token_ids) is not tuple
-        and type(all_token_ids) is not list
-        and type(all_token_ids) is not _PVECTOR
-        and (not isinstance(all_token_ids, Sequence) or isinstance(all_token_ids, str | bytes))
-    ):
+    if not _is_token_sequence(all_token_ids):
         raise FieldTypeError(
             field=token_field, value=all_token_ids, reason="must be a sequence of token ids"
         )
@@ -261,7 +264,7 @@ def extend_block_hashes(
 _USES_CBOR = {algorithm: algorithm.uses_cbor for algorithm in HashAlgorithm}
 
 _MAX_NUM_TOKENS = 2**63 - 1
-_PVECTOR = type(pvector())
+_PVECTOR: type[object] = type(pvector())  # the concrete class (pvectorc.PVector)
 
 NO_BLOCK_HASHES: PVector[BlockHash] = pvector()
 """The block hashes of a request before any block is full."""
