@@ -32,6 +32,7 @@ from kvpure.cache.events import (
     KVCacheEvent,
     blocks_removed_on_gpu,
 )
+from kvpure.cache.pool_checks import check_pool_arguments
 from kvpure.cache.pool_loops import (
     CacheDict,
     Holders,
@@ -43,8 +44,6 @@ from kvpure.cache.pool_loops import (
     touch,
 )
 from kvpure.cache.request import CacheRequest
-from kvpure.errors import FieldTypeError
-from kvpure.field_checks import check_bool, check_int
 from kvpure.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from kvpure.hashing import (
     VLLM_0_26,
@@ -68,9 +67,6 @@ MAX_NUM_GPU_BLOCKS = 2**22
 """The most blocks a pool is built with (4,194,304, null block included; about 0.5 GB
 of block objects, built in a few seconds). Every block is made up front, so a larger
 count is refused at once rather than exhausting memory."""
-
-MAX_BLOCK_SIZE = 2**32
-"""Tokens per hash block, at most (vLLM's block sizes are small powers of two)."""
 
 
 class BlockPool:
@@ -112,17 +108,9 @@ class BlockPool:
                 reason="num_hash_lookahead_tokens must be a non-negative integer "
                 f"(got {num_hash_lookahead_tokens!r})",
             )
-        for name, flag in (
-            ("enable_caching", enable_caching),
-            ("enable_kv_cache_events", enable_kv_cache_events),
-            ("use_int_block_hashes", use_int_block_hashes),
-        ):
-            check_bool(name, flag)
-        check_int("hash_block_size", hash_block_size, minimum=1, maximum=MAX_BLOCK_SIZE)
-        if not isinstance(profile, VllmHashProfile):
-            raise FieldTypeError(
-                field="profile", value=profile, reason="must be a VllmHashProfile (VLLM_0_26...)"
-            )
+        check_pool_arguments(
+            enable_caching, enable_kv_cache_events, use_int_block_hashes, hash_block_size, profile
+        )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.hash_block_size = hash_block_size

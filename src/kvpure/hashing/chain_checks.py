@@ -14,10 +14,25 @@ from kvpure.field_checks import check_int
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.token_checks import check_token_ids
 
-__all__ = ["MAX_CHAIN_BLOCK_SIZE", "check_chain_arguments"]
+__all__ = ["MAX_CHAIN_BLOCK_SIZE", "check_chain_arguments", "plain_chain_arguments"]
 
 MAX_CHAIN_BLOCK_SIZE = 2**32
 """Tokens per block, at most (vLLM's block sizes are small powers of two)."""
+
+
+def plain_chain_arguments(
+    parent: object, token_ids: object, block_size: object, extra_keys: object
+) -> bool:
+    """Whether the arguments have the plain types (bytes, list/tuple, int, list/tuple): the
+    fast hasher's one test before its Python path; anything else goes to the full check."""
+    kind = type(token_ids)
+    keys = type(extra_keys)
+    return (
+        type(parent) is bytes
+        and type(block_size) is int
+        and (kind is list or kind is tuple)
+        and (keys is list or keys is tuple)
+    )
 
 
 def check_chain_arguments(

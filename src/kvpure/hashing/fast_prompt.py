@@ -45,7 +45,7 @@ from kvpure.hashing.cbor_tails import (
     extra_keys_cbor,
     token_array,
 )
-from kvpure.hashing.chain_checks import check_chain_arguments
+from kvpure.hashing.chain_checks import check_chain_arguments, plain_chain_arguments
 from kvpure.hashing.errors import CborEncodeError
 from kvpure.hashing.extra_keys import with_lookahead_tokens
 from kvpure.hashing.fast_encoding import cbor_token_items
@@ -249,12 +249,7 @@ def fast_hash_token_blocks(
             accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
             if accelerated is not None:  # the compiled chain handled it, byte for byte
                 return accelerated
-        if (  # the compiled chain did not take it: refuse arguments of the wrong type first
-            type(parent) is not bytes
-            or type(block_size) is not int
-            or (type(extra_keys) is not list and type(extra_keys) is not tuple)
-            or (type(token_ids) is not list and type(token_ids) is not tuple)
-        ):
+        if not plain_chain_arguments(parent, token_ids, block_size, extra_keys):
             check_chain_arguments(algo_name, parent, token_ids, block_size, extra_keys)
         num_blocks = len(extra_keys)
         if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
