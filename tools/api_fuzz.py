@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -59,8 +60,9 @@ def run_api(verbose: bool) -> dict[str, int]:
     for entry in ENTRIES:
         for param, bad, source in entry.cases():
             cases.append((entry.name, param, bad, source))
-    setup_file = ROOT / "tools" / ".api_fuzz_setup.py"
-    setup_file.write_text(SETUP)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as setup:
+        setup.write(SETUP)
+    setup_file = Path(setup.name)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, str(setup_file)],
