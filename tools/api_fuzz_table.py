@@ -307,7 +307,7 @@ ENTRIES: tuple[Entry, ...] = (
             "bs": ("2", "count"),
             "extra": ("[None, None]", "seq"),
         },
-        also_good=("extra=[None]", "tokens=[2**200]"),  # 0.26/0.33 hash any int id
+        also_good=("extra=[None]", "tokens=[2**200]", "tokens=[-1]"),  # any int is hashed
     ),
     Entry(
         "fast_hash_token_blocks",
@@ -319,7 +319,7 @@ ENTRIES: tuple[Entry, ...] = (
             "bs": ("2", "count"),
             "extra": ("[None, None]", "seq"),
         },
-        also_good=("extra=[None]", "tokens=[2**200]"),  # 0.26/0.33 hash any int id
+        also_good=("extra=[None]", "tokens=[2**200]", "tokens=[-1]"),  # any int is hashed
     ),
     Entry(
         "none_hash_from_seed",

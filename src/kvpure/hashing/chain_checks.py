@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from kvpure.errors import FieldTypeError
 from kvpure.field_checks import check_int
 from kvpure.hashing.algorithms import HashAlgorithm
-from kvpure.hashing.token_checks import check_token_ids
 
 __all__ = ["MAX_CHAIN_BLOCK_SIZE", "check_chain_arguments", "plain_chain_arguments"]
 
@@ -43,8 +42,9 @@ def check_chain_arguments(
     extra_keys: object,
 ) -> None:
     """Refuse an unknown algorithm, a parent that is not bytes, token ids that are not a
-    sequence of ints, a block size that is not a positive int, or extra keys that are not a
-    sequence of tuples or None (one per block)."""
+    sequence of ints (any int: the chain hashers are vLLM's hash of what they are given;
+    a request's ids are range-checked where it is built), a block size that is not a
+    positive int, or extra keys that are not a sequence of tuples or None (one per block)."""
     HashAlgorithm.from_name(algo_name)
     if not isinstance(parent, bytes):
         raise FieldTypeError(
@@ -55,7 +55,13 @@ def check_chain_arguments(
         raise FieldTypeError(
             field="token_ids", value=token_ids, reason="must be a list or tuple of token ids"
         )
-    check_token_ids(None, token_ids, field="token_ids")
+    for index, token in enumerate(token_ids):  # any int: these hash what they are given
+        if type(token) is not int:
+            raise FieldTypeError(
+                field=f"token_ids[{index}]",
+                value=token,
+                reason="a token id is an int (not a bool, float or str)",
+            )
     if not isinstance(extra_keys, list | tuple):
         raise FieldTypeError(
             field="extra_keys",
