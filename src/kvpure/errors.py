@@ -82,6 +82,19 @@ class InvalidFieldError(KVPureValueError):
         self.reason = reason
 
 
+class FieldIndexError(InvalidFieldError, IndexError):
+    """An index out of a sequence's range (an :class:`InvalidFieldError` that is also an
+    ``IndexError``, as Python raises for a list)."""
+
+
+class FieldTypeError(InvalidFieldError, TypeError):
+    """An argument or field of the wrong type (a str for an int, None for bytes, ...).
+
+    An :class:`InvalidFieldError` (``field``, ``value``, ``reason``) that is also a
+    ``TypeError``, as Python raises for a wrong argument type.
+    """
+
+
 # ---------------------------------------------------------------------------
 # Specs and planning errors (hashing keeps its own in kvpure.hashing.errors)
 # ---------------------------------------------------------------------------

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import math
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
 
-__all__ = ["MAX_MEMORY_BYTES", "check_int", "check_optional_int"]
+__all__ = [
+    "MAX_MEMORY_BYTES",
+    "check_bool",
+    "check_bytes",
+    "check_instance",
+    "check_int",
+    "check_optional_int",
+    "check_str",
+]
 
 MAX_MEMORY_BYTES = 2**96
 """The largest memory figure accepted (vLLM's integer arithmetic is exact far past real
@@ -42,6 +50,35 @@ def check_optional_seconds(field: str, value: object, *, reason: str) -> None:
         raise InvalidFieldError(field=field, value=value, reason=reason)
 
 
-def check_optional_int(field: str, value: object, *, minimum: int) -> int | None:
+def check_optional_int(
+    field: str, value: object, *, minimum: int, maximum: int | None = None
+) -> int | None:
     """Like :func:`check_int`, but ``None`` (not set) is allowed."""
-    return None if value is None else check_int(field, value, minimum=minimum)
+    return None if value is None else check_int(field, value, minimum=minimum, maximum=maximum)
+
+
+def check_bool(field: str, value: object) -> bool:
+    """``value`` if it is ``True`` or ``False`` (not 1, None or a str); else an error."""
+    if value is not True and value is not False:
+        raise FieldTypeError(field=field, value=value, reason="must be True or False")
+    return value
+
+
+def check_bytes(field: str, value: object, *, what: str = "bytes") -> bytes:
+    """``value`` if it is ``bytes``; else an error naming ``field``."""
+    if not isinstance(value, bytes):
+        raise FieldTypeError(field=field, value=value, reason=f"must be {what} (bytes)")
+    return value
+
+
+def check_str(field: str, value: object) -> str:
+    """``value`` if it is a ``str``; else an error naming ``field``."""
+    if not isinstance(value, str):
+        raise FieldTypeError(field=field, value=value, reason="must be a str")
+    return value
+
+
+def check_instance(field: str, value: object, cls: type | tuple[type, ...], what: str) -> None:
+    """Refuse ``value`` unless it is an instance of ``cls`` (``what`` names it for the fix)."""
+    if not isinstance(value, cls):
+        raise FieldTypeError(field=field, value=value, reason=f"must be {what}")

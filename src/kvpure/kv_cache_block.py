@@ -34,6 +34,7 @@ class _NullTag:
 _NULL: Final = _NullTag()
 
 MAX_BLOCK_ID: Final = 2**62
+_MAX_COUNT: Final = 2**63 - 1  # reference and token counts: what vLLM's int64 holds
 """The largest block id accepted (pools are far smaller; an id must fit vLLM's int64 tensors)."""
 
 
@@ -79,9 +80,9 @@ class KVCacheBlock:
             raise InvalidFieldError(
                 field="block_id", value=block_id, reason=f"a block id is in [0, {MAX_BLOCK_ID}]"
             )
-        if ref_cnt < 0:
+        if not 0 <= ref_cnt <= _MAX_COUNT:
             raise InvalidFieldError(
-                field="ref_cnt", value=ref_cnt, reason="a reference count is >= 0"
+                field="ref_cnt", value=ref_cnt, reason=f"a reference count is in [0, {_MAX_COUNT}]"
             )
         self.block_id = block_id
         self.ref_cnt = ref_cnt
@@ -122,9 +123,11 @@ class KVCacheBlock:
                 else "the block already has a block hash; call reset_hash() before setting another"
             )
             raise BlockHashAlreadySetError(block_id=self.block_id, reason=reason)
-        if num_tokens is not None and num_tokens < 0:
+        if num_tokens is not None and not 0 <= num_tokens <= _MAX_COUNT:
             raise InvalidFieldError(
-                field="num_tokens", value=num_tokens, reason="a token count is >= 0"
+                field="num_tokens",
+                value=num_tokens,
+                reason=f"a token count is in [0, {_MAX_COUNT}]",
             )
         self._hash_entry = (block_hash, num_tokens)
 

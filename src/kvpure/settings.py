@@ -31,6 +31,34 @@ PREFIX_CACHING_HASH_ALGOS: tuple[str, ...] = ("sha256", "sha256_cbor", "xxhash",
 """vLLM's ``prefix_caching_hash_algo`` values (``PrefixCachingHashAlgo``, vllm/config/cache.py)."""
 
 
+#: vLLM's ``CacheDType`` literal (``vllm/config/cache.py``), all three releases together.
+CACHE_DTYPES: frozenset[str] = frozenset(
+    (
+        "auto",
+        "float16",
+        "bfloat16",
+        "fp8",
+        "fp8_e4m3",
+        "fp8_e5m2",
+        "fp8_inc",
+        "fp8_ds_mla",
+        "nvfp4_ds_mla",
+        "turboquant_k8v4",
+        "turboquant_4bit_nc",
+        "turboquant_k3v4_nc",
+        "turboquant_3bit_nc",
+        "octave_k3v4",
+        "octave_k3v3",
+        "octave_k3v3_compact",
+        "ultraquant_4bit",
+        "int4_per_token_head",
+        "int8_per_token_head",
+        "fp8_per_token_head",
+        "nvfp4",
+        "nvfp4_4over6",
+    )
+)
+
 MAX_SETTING_INT = 2**40
 """The largest integer setting accepted (as config.json's sizes and lengths)."""
 
@@ -107,6 +135,12 @@ class PlannerSettings:
                 field="mamba_cache_mode",
                 value=self.mamba_cache_mode,
                 reason=f"must be one of {', '.join(MAMBA_CACHE_MODES)}",
+            )
+        if self.cache_dtype not in CACHE_DTYPES:
+            raise InvalidFieldError(
+                field="cache_dtype",
+                value=self.cache_dtype,
+                reason="must be one of vLLM's cache dtypes: " + ", ".join(sorted(CACHE_DTYPES)),
             )
         if self.prefix_caching_hash_algo not in PREFIX_CACHING_HASH_ALGOS:
             raise InvalidFieldError(

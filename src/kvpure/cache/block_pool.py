@@ -33,6 +33,7 @@ from kvpure.cache.events import (
     KVCacheEvent,
     blocks_removed_on_gpu,
 )
+from kvpure.cache.pool_checks import check_pool_arguments
 from kvpure.cache.pool_loops import (
     CacheDict,
     Extras,
@@ -109,6 +110,9 @@ class BlockPool:
                 reason="num_hash_lookahead_tokens must be a non-negative integer "
                 f"(got {num_hash_lookahead_tokens!r})",
             )
+        check_pool_arguments(
+            enable_caching, enable_kv_cache_events, use_int_block_hashes, hash_block_size, profile
+        )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.hash_block_size = hash_block_size

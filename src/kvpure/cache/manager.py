@@ -21,7 +21,8 @@ from kvpure.cache.events import BlockStored, KVCacheEvent
 from kvpure.cache.request import CacheRequest, RequestStatus
 from kvpure.cache.rules import CacheRules
 from kvpure.cache.single_type import HitBlocks
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.field_checks import check_int
 from kvpure.free_queue import KVCacheBlock
 from kvpure.specs import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 from kvpure.specs.kv_cache_config import KVCacheConfig
@@ -58,6 +59,19 @@ class PrefixCacheStats:
         )
 
 
+def _check_manager_arguments(
+    kv_cache_config: object, max_model_len: object, scheduler_block_size: object, lookahead: object
+) -> None:
+    """:class:`KVCacheManager`'s own arguments (the coordinator checks the rest)."""
+    if not isinstance(kv_cache_config, KVCacheConfig):
+        raise FieldTypeError(
+            field="kv_cache_config", value=kv_cache_config, reason="must be a KVCacheConfig"
+        )
+    check_int("max_model_len", max_model_len, minimum=1, maximum=2**40)
+    check_int("scheduler_block_size", scheduler_block_size, minimum=1, maximum=2**32)
+    check_int("num_hash_lookahead_tokens", lookahead, minimum=0, maximum=2**16)
+
+
 class KVCacheManager:
     """The scheduler's view of the KV cache, over one coordinator and its pool."""
 
@@ -78,9 +92,15 @@ class KVCacheManager:
         rules: CacheRules,
         num_hash_lookahead_tokens: int = 0,
     ) -> None:
-        if watermark < 0:
+        _check_manager_arguments(
+            kv_cache_config, max_model_len, scheduler_block_size, num_hash_lookahead_tokens
+        )
+        if isinstance(watermark, bool) or not isinstance(watermark, int | float):
+            raise FieldTypeError(field="watermark", value=watermark, reason="must be a number")
+        if not 0 <= watermark <= 1:  # NaN fails this too
             raise CacheStateError(
-                operation="KVCacheManager", reason=f"watermark must be >= 0 (got {watermark})"
+                operation="KVCacheManager",
+                reason=f"watermark must be from 0 to 1 (got {watermark})",
             )
         if not isinstance(rules, CacheRules):
             raise InvalidFieldError(

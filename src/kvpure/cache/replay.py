@@ -41,7 +41,7 @@ from kvpure.cache.trace import (
     StepsOutcome,
     allocated_step,
 )
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
 from kvpure.free_queue import KVCacheBlock
 from kvpure.hashing import BlockHash, HashRequest, HashScheme
 
@@ -50,6 +50,7 @@ __all__ = ["FREE_QUEUE_RECORD_LIMIT", "CacheReplay", "ReplayResult", "replay"]
 INT32_MAX = 2**31 - 1
 
 FREE_QUEUE_RECORD_LIMIT = 4096
+MAX_FREE_QUEUE_LIMIT = 2**62  # a block id bound: no pool has more blocks to record
 """The most free-queue ids a record (and the final state) copies: a longer queue is
 recorded by its head (the next blocks to evict), the rest counted, so a record's size
 does not grow with the pool."""
@@ -91,7 +92,7 @@ class CacheReplay:
         if (
             isinstance(free_queue_limit, bool)
             or not isinstance(free_queue_limit, int)
-            or free_queue_limit < 0
+            or not 0 <= free_queue_limit <= MAX_FREE_QUEUE_LIMIT
         ):
             raise InvalidFieldError(
                 field="free_queue_limit",
@@ -385,6 +386,10 @@ def replay(trace: CacheTrace, *, free_queue_limit: int = FREE_QUEUE_RECORD_LIMIT
 
     The release is ``trace.plan_input.settings.vllm_version``.
     """
+    if not isinstance(trace, CacheTrace):
+        raise FieldTypeError(
+            field="trace", value=trace, reason="must be a CacheTrace (kvpure.cache.parse_trace)"
+        )
     flags = trace.draft_flags
     config = replay_config_from_plan_input(
         trace.plan_input,

@@ -11,7 +11,36 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.field_checks import check_bool, check_optional_int, check_str
 from kvpure.hashing import BlockHash, HashRequest, HashScheme, RequestBlockHashes
+
+
+def _check_request_arguments(
+    request_id: object,
+    hash_request: object,
+    scheme: object,
+    lora_int_id: object,
+    kv_cache_report_mode: object,
+    skip_reading_prefix_cache: object,
+) -> None:
+    """:class:`CacheRequest`'s arguments: typed errors naming the one at fault."""
+    check_str("request_id", request_id)
+    if not isinstance(hash_request, HashRequest):
+        raise FieldTypeError(
+            field="hash_request", value=hash_request, reason="must be a HashRequest"
+        )
+    if scheme is not None and not isinstance(scheme, HashScheme):
+        raise FieldTypeError(field="scheme", value=scheme, reason="must be a HashScheme or None")
+    check_optional_int("lora_int_id", lora_int_id, minimum=0, maximum=2**63 - 1)
+    if kv_cache_report_mode not in ("incremental", "full"):
+        raise InvalidFieldError(
+            field="kv_cache_report_mode",
+            value=kv_cache_report_mode,
+            reason='must be "incremental" or "full"',
+        )
+    check_bool("skip_reading_prefix_cache", skip_reading_prefix_cache)
+
 
 __all__ = ["CacheRequest", "RequestStatus"]
 
@@ -55,6 +84,14 @@ class CacheRequest:
         kv_cache_report_mode: str = "incremental",
         skip_reading_prefix_cache: bool = False,
     ) -> None:
+        _check_request_arguments(
+            request_id,
+            hash_request,
+            scheme,
+            lora_int_id,
+            kv_cache_report_mode,
+            skip_reading_prefix_cache,
+        )
         self.request_id = request_id
         self.hash_request = hash_request
         self.lora_int_id = lora_int_id

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from kvpure.cache.events import KVCacheEvent
 from kvpure.cache.manager import PrefixCacheStats
+from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_bool, check_str
 from kvpure.hashing import MultiModalFeature
 from kvpure.interop.planning import PlanningInput
 
@@ -51,6 +53,23 @@ class ReplaySettings:
     pythonhashseed: str = "0"
     watermark: float = 0.0
     reserve_full_isl: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("log_stats", "enable_kv_cache_events", "use_int_block_hashes"):
+            check_bool(f"replay.{name}", getattr(self, name))
+        check_bool("replay.reserve_full_isl", self.reserve_full_isl)
+        check_str("replay.pythonhashseed", self.pythonhashseed)
+        watermark = self.watermark
+        if (
+            isinstance(watermark, bool)
+            or not isinstance(watermark, int | float)
+            or not 0 <= watermark <= 1  # NaN fails this too
+        ):
+            raise InvalidFieldError(
+                field="replay.watermark",
+                value=watermark,
+                reason="must be a number from 0 to 1 (a share of the blocks)",
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

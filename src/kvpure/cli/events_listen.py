@@ -64,8 +64,8 @@ def _positive(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    if not 1 <= value <= 2**62:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 2**62, got {text}")
     return value
 
 

@@ -36,6 +36,8 @@ _SIZE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 MAX_MEMORY_BYTES: Final = 2**60
 """The largest size accepted (1 EiB): far above any GPU, small enough to stay exact."""
 _MAX_DIGITS: Final = 40
+MAX_COUNT_OPTION: Final = 2**62
+"""The largest count an option takes (a block count, a number of requests or GPUs)."""
 _UNIT_NAMES: Final = "B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024)"
 
 
@@ -83,6 +85,10 @@ def parse_positive_int(text: str, *, field: str) -> int:
         raise InvalidFieldError(field=field, value=text, reason="must be a whole number") from None
     if value < 1:
         raise InvalidFieldError(field=field, value=value, reason="must be at least 1")
+    if value > MAX_COUNT_OPTION:
+        raise InvalidFieldError(
+            field=field, value=value, reason=f"must be at most {MAX_COUNT_OPTION}"
+        )
     return value
 
 

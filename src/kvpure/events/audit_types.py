@@ -182,7 +182,7 @@ class RouterSettings:
             )
         _check_type("RouterSettings.seed", self.seed, (str, type(None)), "a str or None")
         _check_type("RouterSettings.profile", self.profile, (VllmHashProfile,), "VllmHashProfile")
-        check_int("block_size", self.block_size, minimum=1)
+        check_int("block_size", self.block_size, minimum=1, maximum=2**32)
         check_int("num_hash_lookahead_tokens", self.num_hash_lookahead_tokens, minimum=0)
         if self.num_hash_lookahead_tokens and not has_lookahead_hashes(self.profile):
             raise InvalidFieldError(

@@ -90,6 +90,11 @@ class HashAlgorithm(StrEnum):
             raise UnknownHashAlgorithmError(name=str(name), valid_names=HASH_ALGORITHM_NAMES)
         return algorithm
 
+    @classmethod
+    def _missing_(cls, value: object) -> HashAlgorithm:
+        """``HashAlgorithm("md5")`` raises kvpure's typed error, as :meth:`from_name` does."""
+        return cls.from_name(value)
+
     @property
     def uses_cbor(self) -> bool:
         """Whether payloads are canonical CBOR (else pickle protocol 5)."""

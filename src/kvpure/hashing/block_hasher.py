@@ -20,9 +20,11 @@ from typing import Protocol, cast, runtime_checkable
 
 from pyrsistent import PVector, pvector
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.field_checks import check_int
 from kvpure.hashing.algorithms import HashAlgorithm, HashFunction, get_hash_fn_by_name
 from kvpure.hashing.cbor_text import check_cbor_text
+from kvpure.hashing.chain_checks import check_chain_arguments
 from kvpure.hashing.extra_keys import (
     ExtraKeys,
     extra_keys_for_blocks,
@@ -38,7 +40,7 @@ from kvpure.hashing.fast_prompt import (
     fast_hash_uniform_blocks,
 )
 from kvpure.hashing.request import HashRequest
-from kvpure.hashing.scheme import HashScheme
+from kvpure.hashing.scheme import HashScheme, VllmHashProfile
 from kvpure.hashing.token_checks import check_token_ids
 from kvpure.hashing.types import BlockHash
 
@@ -69,6 +71,7 @@ def hash_token_blocks(
     Block ``i`` covers ``token_ids[i*block_size:(i+1)*block_size]``; the parent
     of block 0 is ``parent`` and of block ``i`` the digest of block ``i-1``.
     """
+    check_chain_arguments(algo_name, parent, token_ids, block_size, extra_keys)
     hash_fn = get_hash_fn_by_name(algo_name)
     digests: list[bytes] = []
     for index, keys in enumerate(extra_keys):
@@ -76,6 +79,50 @@ def hash_token_blocks(
         parent = hash_fn((parent, tuple(token_ids[start : start + block_size]), keys))
         digests.append(parent)
     return digests
+
+
+def _check_block_arguments(
+    profile: VllmHashProfile | None,
+    parent_block_hash: object,
+    token_ids: object,
+    extra_keys: object,
+    none_hash: object,
+) -> None:
+    """The argument checks of :func:`hash_block_tokens` (one block: cheap next to the hash)."""
+    for field, value in (("parent_block_hash", parent_block_hash), ("none_hash", none_hash)):
+        if value is not None and not isinstance(value, bytes):
+            raise FieldTypeError(field=field, value=value, reason="must be bytes or None")
+    if type(token_ids) is not list and type(token_ids) is not tuple:
+        if not isinstance(token_ids, Sequence) or isinstance(token_ids, str | bytes | bytearray):
+            raise FieldTypeError(
+                field="curr_block_token_ids",
+                value=token_ids,
+                reason="must be a list or tuple of token ids (ints)",
+            )
+        token_ids = list(token_ids)
+    check_token_ids(profile, token_ids, field="curr_block_token_ids")
+    if extra_keys is not None and type(extra_keys) is not tuple and type(extra_keys) is not list:
+        raise FieldTypeError(
+            field="extra_keys", value=extra_keys, reason="must be a tuple of extra keys or None"
+        )
+
+
+def _is_token_sequence(value: object) -> bool:
+    """A list, tuple or PVector in one test each; else any sequence but a str or bytes."""
+    kind = type(value)
+    if kind is tuple or kind is list or kind is _PVECTOR:
+        return True
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def check_scheme_and_request(scheme: object, request: object) -> None:
+    """Refuse a ``scheme`` that is no HashScheme or a ``request`` that is no HashRequest."""
+    if not isinstance(scheme, HashScheme):
+        raise FieldTypeError(
+            field="scheme", value=scheme, reason="must be a HashScheme (HashScheme.from_seed)"
+        )
+    if not isinstance(request, HashRequest):
+        raise FieldTypeError(field="request", value=request, reason="must be a HashRequest")
 
 
 def hash_block_tokens(
@@ -91,12 +138,21 @@ def hash_block_tokens(
     A falsy parent (None or ``b""``) stands for NONE_HASH: the scheme's, or
     ``none_hash`` when a bare hash function is given.
     """
+    profile = None
     if isinstance(hash_fn_or_scheme, HashScheme):
         hash_fn = get_hash_fn_by_name(hash_fn_or_scheme.algorithm)
         default_parent: bytes | None = hash_fn_or_scheme.none_hash
-    else:
+        profile = hash_fn_or_scheme.profile
+    elif callable(hash_fn_or_scheme):
         hash_fn = hash_fn_or_scheme
         default_parent = none_hash
+    else:
+        raise FieldTypeError(
+            field="hash_fn_or_scheme",
+            value=hash_fn_or_scheme,
+            reason="must be a HashScheme or a hash function (get_hash_fn_by_name)",
+        )
+    _check_block_arguments(profile, parent_block_hash, curr_block_token_ids, extra_keys, none_hash)
     if not parent_block_hash:
         if not default_parent:
             raise InvalidFieldError(
@@ -131,6 +187,16 @@ def extend_block_hashes(
     Under a profile with int32 token ids, every token not yet hashed is checked first
     (``token_field[i]`` names one out of range).
     """
+    if type(scheme) is not HashScheme or type(request) is not HashRequest:  # one test when right
+        check_scheme_and_request(scheme, request)
+    if type(block_hashes) is not _PVECTOR:
+        raise FieldTypeError(
+            field="block_hashes", value=block_hashes, reason="must be a PVector of block hashes"
+        )
+    if not _is_token_sequence(all_token_ids):
+        raise FieldTypeError(
+            field=token_field, value=all_token_ids, reason="must be a sequence of token ids"
+        )
     block_size = scheme.block_size
     lookahead = scheme.num_hash_lookahead_tokens
     start = len(block_hashes) * block_size
@@ -197,6 +263,9 @@ def extend_block_hashes(
 
 _USES_CBOR = {algorithm: algorithm.uses_cbor for algorithm in HashAlgorithm}
 
+_MAX_NUM_TOKENS = 2**63 - 1
+_PVECTOR: type[object] = type(pvector())  # the concrete class (pvectorc.PVector)
+
 NO_BLOCK_HASHES: PVector[BlockHash] = pvector()
 """The block hashes of a request before any block is full."""
 
@@ -209,6 +278,8 @@ def hash_prompt(
 ) -> PVector[BlockHash]:
     """The block hashes vLLM computes for ``request`` when it arrives (full blocks only;
     with lookahead L, ``max(n - L, 0) // block_size`` of them for n prompt tokens)."""
+    if type(scheme) is not HashScheme or type(request) is not HashRequest:  # one test when right
+        check_scheme_and_request(scheme, request)
     return extend_block_hashes(
         scheme,
         request,
@@ -221,6 +292,8 @@ def hash_prompt(
 
 def block_extra_keys(scheme: HashScheme, request: HashRequest, num_tokens: int) -> list[ExtraKeys]:
     """The extra keys of every full block of the first ``num_tokens`` tokens, in one scan."""
+    check_scheme_and_request(scheme, request)
+    check_int("num_tokens", num_tokens, minimum=0, maximum=_MAX_NUM_TOKENS)
     return extra_keys_for_blocks(
         scheme.profile, request, scheme.block_size, 0, num_tokens // scheme.block_size
     )
@@ -230,6 +303,7 @@ __all__ = [
     "NO_BLOCK_HASHES",
     "TokenBlockChainHasher",
     "block_extra_keys",
+    "check_scheme_and_request",
     "extend_block_hashes",
     "hash_block_tokens",
     "hash_prompt",

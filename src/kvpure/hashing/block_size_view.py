@@ -12,13 +12,35 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+from kvpure.errors import FieldIndexError, FieldTypeError
 from kvpure.field_checks import check_int
 from kvpure.hashing.errors import BlockSizeMismatchError
 from kvpure.hashing.types import BlockHash
 
+_MAX_BLOCK_SIZE = 2**32
+"""Tokens per block, at most (vLLM's block sizes are small powers of two)."""
+
 
 def _check_size(field: str, value: int) -> None:
-    check_int(field, value, minimum=1)
+    check_int(field, value, minimum=1, maximum=_MAX_BLOCK_SIZE)
+
+
+def _check_hashes(block_hashes: object) -> None:
+    """A sequence of bytes: its type, and its first and last items (O(1))."""
+    if not isinstance(block_hashes, Sequence) or isinstance(block_hashes, str | bytes | bytearray):
+        raise FieldTypeError(
+            field="block_hashes",
+            value=block_hashes,
+            reason="must be a sequence of block hashes (bytes), e.g. a list or PVector",
+        )
+    if block_hashes and not isinstance(block_hashes, BlockHashListWithBlockSize):
+        for index in (0, len(block_hashes) - 1):
+            if not isinstance(block_hashes[index], bytes):
+                raise FieldTypeError(
+                    field=f"block_hashes[{index}]",
+                    value=block_hashes[index],
+                    reason="a block hash is bytes",
+                )
 
 
 class BlockHashListWithBlockSize(Sequence[BlockHash]):
@@ -29,6 +51,7 @@ class BlockHashListWithBlockSize(Sequence[BlockHash]):
     def __init__(
         self, block_hashes: Sequence[BlockHash], hash_block_size: int, target_block_size: int
     ) -> None:
+        _check_hashes(block_hashes)
         _check_size("hash_block_size", hash_block_size)
         _check_size("target_block_size", target_block_size)
         if target_block_size % hash_block_size:
@@ -72,13 +95,16 @@ class BlockHashListWithBlockSize(Sequence[BlockHash]):
     def __getitem__(self, idx: slice) -> tuple[BlockHash, ...]: ...
 
     def __getitem__(self, idx: object) -> BlockHash | tuple[BlockHash, ...]:
-        # bool is an int: vLLM's view treats it as one too.
-        if isinstance(idx, int):
-            return self._value_at(idx)
+        if type(idx) is int:
+            if -len(self) <= idx < len(self):
+                return self._value_at(idx)
+            raise FieldIndexError(
+                field="idx", value=idx, reason=f"out of range for {len(self)} blocks"
+            )
         if isinstance(idx, slice):
             start, stop, step = idx.indices(len(self))
             return tuple(self._value_at(i) for i in range(start, stop, step))
-        raise TypeError(f"Invalid index type: {type(idx)!r}")
+        raise FieldTypeError(field="idx", value=idx, reason="an index is an int or a slice")
 
     def __iter__(self) -> Iterator[BlockHash]:
         for i in range(len(self)):

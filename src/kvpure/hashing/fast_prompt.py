@@ -45,6 +45,7 @@ from kvpure.hashing.cbor_tails import (
     extra_keys_cbor,
     token_array,
 )
+from kvpure.hashing.chain_checks import check_chain_arguments, plain_chain_arguments
 from kvpure.hashing.errors import CborEncodeError
 from kvpure.hashing.extra_keys import with_lookahead_tokens
 from kvpure.hashing.fast_encoding import cbor_token_items
@@ -248,6 +249,8 @@ def fast_hash_token_blocks(
             accelerated = _COMPILED(algo_name, parent, token_ids, block_size, extra_keys)
             if accelerated is not None:  # the compiled chain handled it, byte for byte
                 return accelerated
+        if not plain_chain_arguments(parent, token_ids, block_size, extra_keys):
+            check_chain_arguments(algo_name, parent, token_ids, block_size, extra_keys)
         num_blocks = len(extra_keys)
         if num_blocks == 1 and 0 < block_size <= len(token_ids):  # decoding: nothing around it
             block = tuple(token_ids if len(token_ids) == block_size else token_ids[:block_size])

@@ -18,10 +18,11 @@ after a request's tokens are cut back, the hashes past ``max(0, n - L) // B`` go
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from pyrsistent import PVector, pvector
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
 from kvpure.hashing.block_hasher import hash_prompt
 from kvpure.hashing.request import HashRequest
 from kvpure.hashing.scheme import HashScheme
@@ -35,12 +36,33 @@ __all__ = [
 ]
 
 
+_MAX_COUNT = 2**63 - 1  # token counts and block sizes: what vLLM's int64 holds
+
+
 def _count(value: object, field: str, minimum: int) -> int:
-    if type(value) is not int or value < minimum:
+    if type(value) is not int or not minimum <= value <= _MAX_COUNT:
         raise InvalidFieldError(
-            field=field, value=value, reason=f"must be an int of at least {minimum}"
+            field=field, value=value, reason=f"must be an int from {minimum} to {_MAX_COUNT}"
         )
     return value
+
+
+def _hash_list(block_hashes: object) -> Sequence[bytes]:
+    """``block_hashes`` if it is a sequence of bytes (its type, first and last items)."""
+    if not isinstance(block_hashes, Sequence) or isinstance(block_hashes, str | bytes | bytearray):
+        raise FieldTypeError(
+            field="block_hashes",
+            value=block_hashes,
+            reason="must be a sequence of block hashes (bytes)",
+        )
+    for index in (0, len(block_hashes) - 1) if block_hashes else ():
+        if not isinstance(block_hashes[index], bytes):
+            raise FieldTypeError(
+                field=f"block_hashes[{index}]",
+                value=block_hashes[index],
+                reason="a block hash is bytes",
+            )
+    return block_hashes
 
 
 def num_frontend_block_hashes(
@@ -75,6 +97,14 @@ def frontend_block_hashes(
     n = _count(num_prompt_tokens, "num_prompt_tokens", 0)
     if scheme is None:
         return None
+    if not isinstance(scheme, HashScheme):
+        raise FieldTypeError(field="scheme", value=scheme, reason="must be a HashScheme or None")
+    _hash_list(block_hashes)
+    for index, block_hash in enumerate(block_hashes):
+        if not isinstance(block_hash, bytes):
+            raise FieldTypeError(
+                field=f"block_hashes[{index}]", value=block_hash, reason="a block hash is bytes"
+            )
     expected = num_frontend_block_hashes(
         n, hash_block_size=scheme.block_size, num_lookahead_tokens=scheme.num_hash_lookahead_tokens
     )
@@ -95,5 +125,9 @@ def truncate_block_hashes(
     keep = num_frontend_block_hashes(
         num_tokens, hash_block_size=hash_block_size, num_lookahead_tokens=num_hash_lookahead_tokens
     )
-    kept = block_hashes if isinstance(block_hashes, PVector) else pvector(block_hashes)
+    kept: PVector[BlockHash] = (
+        block_hashes
+        if isinstance(block_hashes, PVector)
+        else pvector(cast("Sequence[BlockHash]", _hash_list(block_hashes)))
+    )
     return kept if len(kept) <= keep else kept[:keep]

@@ -16,8 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_int
 from kvpure.hashing.token_checks import check_token_ids
 from kvpure.runtime_types import typed_init
+
+MAX_TOKEN_INDEX = 2**63 - 1
+"""The largest token position or count a request may name (vLLM's int64 positions)."""
 
 
 @typed_init
@@ -32,6 +36,8 @@ class MultiModalFeature:
     """Number of placeholder tokens."""
 
     def __post_init__(self) -> None:
+        check_int("mm_features.offset", self.offset, minimum=0, maximum=MAX_TOKEN_INDEX)
+        check_int("mm_features.length", self.length, minimum=0, maximum=MAX_TOKEN_INDEX)
         if self.offset < 0:
             raise InvalidFieldError(
                 field="mm_features.offset", value=self.offset, reason="must not be negative"
@@ -58,6 +64,7 @@ class PromptEmbeds:
     row_size_bytes: int
 
     def __post_init__(self) -> None:
+        check_int("prompt_embeds.row_size_bytes", self.row_size_bytes, minimum=0)
         if self.row_size_bytes < 1:
             raise InvalidFieldError(
                 field="prompt_embeds.row_size_bytes",

@@ -6,16 +6,19 @@ immutable: each append returns a new value sharing the old one's hashed blocks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, cast, overload
 
 from pyrsistent import PVector, pvector
 
+from kvpure.errors import FieldTypeError
 from kvpure.hashing.accelerator import install_decode_append
 from kvpure.hashing.block_hasher import (
     NO_BLOCK_HASHES,
     TokenBlockChainHasher,
+    check_scheme_and_request,
     extend_block_hashes,
 )
 from kvpure.hashing.cbor_text import check_cbor_text
@@ -115,6 +118,17 @@ def _hashed_token_ids(hashed: _Hashed) -> PVector[int]:
         chunks, block = cast("tuple[_Chunks, tuple[int, ...]]", chunks)
         blocks.append(block)
     return first.extend([token for block in reversed(blocks) for token in block])
+
+
+def _token_list(token_ids: object) -> list[Any]:  # checked by the caller
+    """An iterable of token ids as a list; anything else (None, a dict, ...) a typed error."""
+    if isinstance(token_ids, Mapping | AbstractSet) or not isinstance(token_ids, Iterable):
+        raise FieldTypeError(
+            field="token_ids",
+            value=token_ids,
+            reason="must be a token id (int) or a list, tuple or iterable of them",
+        )
+    return list(token_ids)
 
 
 @dataclass(frozen=True, slots=True, init=False, repr=False, eq=False)
@@ -220,6 +234,8 @@ class RequestBlockHashes:
         chain_hasher: TokenBlockChainHasher = fast_hash_token_blocks,
     ) -> RequestBlockHashes:
         """The state right after vLLM builds the request (prompt blocks hashed)."""
+        if type(scheme) is not HashScheme or type(request) is not HashRequest:
+            check_scheme_and_request(scheme, request)
         tokens = request.prompt_token_ids_for_hashing  # a tuple: hashed and split as it is
         hashes = extend_block_hashes(
             scheme,
@@ -254,7 +270,7 @@ class RequestBlockHashes:
         if isinstance(token_ids, int | float | str | bytes):  # a bool, an int subclass, ...
             token_ids = [token_ids]  # type: ignore[list-item]  # refused or read just below
         elif type(token_ids) is not list and type(token_ids) is not tuple:
-            token_ids = list(token_ids)
+            token_ids = _token_list(token_ids)
         context = hashed[0]
         check_token_ids(
             context.scheme.profile if context.int32 else None, token_ids, field="token_ids"

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.field_checks import check_bool
 from kvpure.hashing.algorithms import HashAlgorithm
 from kvpure.hashing.errors import RandomNoneHashNotRequestedError, UnknownHashProfileError
 from kvpure.hashing.types import BlockHash
@@ -160,6 +161,12 @@ def random_none_hash(
 ) -> BlockHash:
     """A random NONE_HASH in the profile's form; ``entropy`` defaults to ``os.urandom(32)``."""
     HashAlgorithm.from_name(algorithm)
+    if not isinstance(profile, VllmHashProfile):
+        raise FieldTypeError(
+            field="profile", value=profile, reason="must be a VllmHashProfile (VLLM_0_26...)"
+        )
+    if entropy is not None and not isinstance(entropy, bytes):
+        raise FieldTypeError(field="entropy", value=entropy, reason="must be bytes or None")
     raw = os.urandom(RANDOM_NONE_HASH_NUM_BYTES) if entropy is None else entropy
     if profile.random_none_hash_form is RandomNoneHashForm.RAW_BYTES:
         return BlockHash(raw)
@@ -168,8 +175,15 @@ def random_none_hash(
 
 def none_hash_seed_from_environment(environ: Mapping[str, str] | None = None) -> str | None:
     """PYTHONHASHSEED from ``environ`` (default ``os.environ``): an edge helper."""
+    if environ is not None and not isinstance(environ, Mapping):
+        raise FieldTypeError(
+            field="environ", value=environ, reason="must be a mapping (os.environ) or None"
+        )
     source = os.environ if environ is None else environ
-    return source.get("PYTHONHASHSEED")
+    seed = source.get("PYTHONHASHSEED")
+    if seed is not None and not isinstance(seed, str):
+        raise FieldTypeError(field="environ['PYTHONHASHSEED']", value=seed, reason="must be a str")
+    return seed
 
 
 @typed_init
@@ -245,6 +259,7 @@ class HashScheme:
         algorithm = HashAlgorithm.from_name(
             algorithm
         )  # a seed's type is checked where it is hashed
+        check_bool("random_none_hash", random_none_hash)
         _check_lookahead(num_hash_lookahead_tokens, profile)
         if seed is None:
             seed = profile.unseeded_none_hash_seed(algorithm)

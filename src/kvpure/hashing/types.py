@@ -13,7 +13,8 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import NewType
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.field_checks import check_bool, check_int
 from kvpure.hashing.errors import GroupIdOutOfRangeError
 
 BlockHash = NewType("BlockHash", bytes)
@@ -33,12 +34,20 @@ _WORD = array("Q")
 
 def make_block_hash_with_group_id(block_hash: bytes, group_id: int) -> BlockHashWithGroupId:
     """Append ``group_id`` as 4 big-endian unsigned bytes to ``block_hash``."""
+    if type(block_hash) is not bytes and not isinstance(block_hash, bytes):
+        raise FieldTypeError(field="block_hash", value=block_hash, reason="must be bytes")
+    if type(group_id) is not int:
+        check_int("group_id", group_id, minimum=0, maximum=_MAX_GROUP_ID)
     if not 0 <= group_id <= _MAX_GROUP_ID:
         raise GroupIdOutOfRangeError(group_id=group_id)
     return BlockHashWithGroupId(block_hash + group_id.to_bytes(GROUP_ID_NUM_BYTES, "big"))
 
 
 def _check_key(key: bytes) -> None:
+    if not isinstance(key, bytes):
+        raise FieldTypeError(
+            field="key", value=key, reason="must be bytes (a block hash with its group id)"
+        )
     if len(key) < GROUP_ID_NUM_BYTES:
         raise InvalidFieldError(
             field="key",
@@ -69,6 +78,9 @@ def maybe_convert_block_hash(
     unsigned int; otherwise the raw bytes. The choice is a parameter here: kvpure
     never reads the environment.
     """
+    if not isinstance(block_hash, bytes):
+        raise FieldTypeError(field="block_hash", value=block_hash, reason="must be bytes")
+    check_bool("use_int_block_hashes", use_int_block_hashes)
     return block_hash_converter(use_int_block_hashes=use_int_block_hashes)(block_hash)
 
 

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from kvpure.errors import InvalidFieldError
+from kvpure.field_checks import check_bool
 from kvpure.hashing.request import HashRequest, MultiModalFeature, PromptEmbeds
 from kvpure.versions import normalize_vllm_version
 
@@ -270,6 +271,8 @@ def hash_request_from_json(
     data: object, *, share_equal_strings: bool = False, ignore_unknown_keys: bool = False
 ) -> HashRequest:
     """The request part of a request object (see the module docstring)."""
+    check_bool("share_equal_strings", share_equal_strings)
+    check_bool("ignore_unknown_keys", ignore_unknown_keys)
     if not isinstance(data, dict):
         raise InvalidFieldError(
             field="request", value=type(data).__name__, reason="must be an object"

@@ -288,6 +288,11 @@ def parse_model_config(data: object) -> HFConfig:
         raise InvalidFieldError(
             field="config.json", value=type(data).__name__, reason="must be a JSON object"
         )
+    for key in data:
+        if not isinstance(key, str):
+            raise InvalidFieldError(
+                field="config.json", value=key, reason="a JSON object's keys are strings"
+            )
     frozen = freeze(dict(data))
     return HFConfig(data=frozen if isinstance(frozen, PMap) else pmap())
 

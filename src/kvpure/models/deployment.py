@@ -18,7 +18,7 @@ from pyrsistent import PMap
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import MAX_MEMORY_BYTES, check_int, check_optional_int
 from kvpure.runtime_types import typed_init
-from kvpure.settings import MAMBA_CACHE_MODES
+from kvpure.settings import MAMBA_CACHE_MODES, MAX_SETTING_INT
 from kvpure.versions import DEFAULT_VLLM_VERSION, normalize_vllm_version
 
 __all__ = [
@@ -112,7 +112,7 @@ _MLA_BACKENDS: Final = frozenset(
 
 
 def _check(field: str, value: int | None, minimum: int) -> None:
-    check_optional_int(field, value, minimum=minimum)
+    check_optional_int(field, value, minimum=minimum, maximum=MAX_SETTING_INT)
 
 
 def _check_memory(field: str, value: int) -> None:

@@ -30,6 +30,7 @@ from kvpure.planning.grouping_promote import (
     merge_compatible_buckets,
     promote_local_kv_cache_specs,
 )
+from kvpure.planning.inputs import check_settings, layer_specs_checked
 from kvpure.planning.values import new_kv_cache_group
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
@@ -276,6 +277,8 @@ def get_kv_cache_groups_uniform_page_size(
 
 def get_kv_cache_groups(settings: PlannerSettings, specs: LayerMap[KVCacheSpec]) -> KVCacheGrouping:
     """The KV cache groups of a model (all workers' layers merged), with grouping facts."""
+    check_settings(settings)
+    specs = layer_specs_checked("specs", specs)
     rules = settings.rules
     converted = False
     if settings.disable_hybrid_kv_cache_manager:

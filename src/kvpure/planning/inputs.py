@@ -11,13 +11,69 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kvpure.errors import KVPureTypeError
+from kvpure.errors import FieldTypeError, KVPureTypeError
 from kvpure.field_checks import MAX_MEMORY_BYTES, check_int
 from kvpure.settings import PlannerSettings
 from kvpure.specs.base import KVCacheSpec
+from kvpure.specs.kv_cache_config import KVCacheConfig
 from kvpure.specs.layer_map import LayerMap
 
-__all__ = ["check_plan_inputs"]
+__all__ = [
+    "check_kv_cache_config",
+    "check_memory",
+    "check_plan_inputs",
+    "check_settings",
+    "layer_specs_checked",
+]
+
+
+def check_settings(settings: object) -> None:
+    """Refuse ``settings`` unless it is a :class:`PlannerSettings`."""
+    if not isinstance(settings, PlannerSettings):
+        raise FieldTypeError(
+            field="settings",
+            value=settings,
+            reason="must be a PlannerSettings (kvpure.PlannerSettings(vllm_version=...))",
+        )
+
+
+def layer_specs_checked(field: str, specs: object) -> LayerMap[KVCacheSpec]:
+    """``specs`` as a LayerMap: a LayerMap or a mapping of layer names (str) to KVCacheSpec
+    values, in order; anything else a typed error naming ``field``."""
+    if isinstance(specs, LayerMap):
+        if all(isinstance(spec, KVCacheSpec) for spec in specs.ordered_values()) and all(
+            isinstance(name, str) for name in specs.names
+        ):
+            return specs
+    elif not isinstance(specs, Mapping):
+        raise FieldTypeError(
+            field=field,
+            value=specs,
+            reason="must map layer names (str) to KVCacheSpec values (a LayerMap or a dict)",
+        )
+    for name, spec in specs.items():
+        if not isinstance(name, str):
+            raise FieldTypeError(field=field, value=name, reason="a layer name is a str")
+        if not isinstance(spec, KVCacheSpec):
+            raise FieldTypeError(
+                field=f"{field}[{name!r}]", value=spec, reason="must be a KVCacheSpec"
+            )
+    return specs if isinstance(specs, LayerMap) else LayerMap.from_mapping(specs)
+
+
+def check_memory(field: str, value: object) -> int:
+    """A memory figure in bytes: an int from 0 to ``MAX_MEMORY_BYTES``."""
+    return check_int(field, value, minimum=0, maximum=MAX_MEMORY_BYTES)
+
+
+def check_kv_cache_config(config: object) -> None:
+    """Refuse ``config`` unless it is a :class:`KVCacheConfig`."""
+    if not isinstance(config, KVCacheConfig):
+        raise FieldTypeError(
+            field="kv_cache_config",
+            value=config,
+            reason="must be a KVCacheConfig (a plan's kv_cache_configs[i])",
+        )
 
 
 def check_plan_inputs(

@@ -19,6 +19,12 @@ from kvpure.errors import (
     SinglePrefixMatchUnitError,
 )
 from kvpure.planning.grouping import get_uniform_page_size
+from kvpure.planning.inputs import (
+    check_kv_cache_config,
+    check_memory,
+    check_settings,
+    layer_specs_checked,
+)
 from kvpure.planning.tensors import single_pool_bytes_per_block
 from kvpure.settings import PlannerSettings
 from kvpure.specs import AttentionSpec, KVCacheSpec, MambaSpec, UniformTypeKVCacheSpecs, cdiv
@@ -64,7 +70,9 @@ def estimate_max_model_len(
     settings: PlannerSettings, kv_cache_spec: LayerMap[KVCacheSpec], available_memory: int
 ) -> int:
     """The longest max_model_len whose per-layer memory sum fits ``available_memory`` (0: none)."""
-    specs = kv_cache_spec.ordered_values()
+    check_settings(settings)
+    specs = layer_specs_checked("kv_cache_spec", kv_cache_spec).ordered_values()
+    check_memory("available_memory", available_memory)
     return _binary_search_max_model_len(
         settings, lambda s: max_memory_usage_bytes(s, specs), available_memory
     )
@@ -178,6 +186,8 @@ def get_max_concurrency_for_kv_cache_config(
     get_max_concurrency_for_kv_cache_config``) divides by the sum of each group's
     pages per request; 0.26 by the pages of all groups' memory at the largest group size.
     """
+    check_settings(settings)
+    check_kv_cache_config(kv_cache_config)
     groups = kv_cache_config.kv_cache_groups
     if settings.rules.concurrency_sums_group_blocks:
         per_request = sum(

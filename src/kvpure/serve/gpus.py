@@ -151,7 +151,7 @@ def known_gpu_names() -> tuple[str, ...]:
 
 def find_gpu(name: str) -> GPU:
     """The GPU called ``name`` (case, dashes and spaces ignored: ``h100 80gb``, ``H100``)."""
-    gpu = _BY_KEY.get(_key(name))
+    gpu = _BY_KEY.get(_key(name)) if isinstance(name, str) else None
     if gpu is None:
         raise InvalidFieldError(
             field="--gpu",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kvpure.errors import FieldTypeError
 from kvpure.specs.attention import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -76,7 +77,17 @@ SPEC_CLASSES: dict[str, type[KVCacheSpec]] = {
 
 def merge_specs(specs: Sequence[KVCacheSpec]) -> KVCacheSpec:
     """vLLM's ``specs[0].merge(specs)``: the one spec for a group of layers."""
-    return specs[0].merge(specs)
+    if not isinstance(specs, list | tuple) or not specs:
+        raise FieldTypeError(
+            field="specs", value=specs, reason="must be a non-empty list or tuple of KVCacheSpec"
+        )
+    for index, spec in enumerate(specs):
+        if not isinstance(spec, KVCacheSpec):
+            raise FieldTypeError(
+                field=f"specs[{index}]", value=spec, reason="must be a KVCacheSpec"
+            )
+    first: KVCacheSpec = specs[0]
+    return first.merge(specs)
 
 
 __all__ = [

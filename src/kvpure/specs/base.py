@@ -13,19 +13,30 @@ from dataclasses import dataclass, field, replace
 from enum import Enum, IntEnum
 from typing import Final
 
-from kvpure.errors import InvalidFieldError, SpecMergeError
-from kvpure.field_checks import check_int
+from kvpure.errors import FieldTypeError, InvalidFieldError, SpecMergeError
+from kvpure.field_checks import MAX_MEMORY_BYTES, check_int
 from kvpure.runtime_types import typed_init
 from kvpure.settings import PlannerSettings
 
 
+def _check_operands(a_name: str, a: object, b_name: str, b: object) -> None:
+    """Two ints, the divisor at least 1 (a bool, a float or a zero divisor refused)."""
+    if type(a) is not int:
+        raise FieldTypeError(field=a_name, value=a, reason="must be an int (not a bool or float)")
+    check_int(b_name, b, minimum=1)
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division, as vLLM's ``cdiv``: ``-(a // -b)``."""
+    if type(a) is not int or type(b) is not int or b < 1:
+        _check_operands("a", a, "b", b)
     return -(a // -b)
 
 
 def round_up(x: int, y: int) -> int:
     """``x`` rounded up to a multiple of ``y``."""
+    if type(x) is not int or type(y) is not int or y < 1:
+        _check_operands("x", x, "y", y)
     return ((x + y - 1) // y) * y
 
 
@@ -53,6 +64,14 @@ class KVDtype(Enum):
     FLOAT4_E2M1FN_X2 = "float4_e2m1fn_x2"
     COMPLEX64 = "complex64"
     COMPLEX128 = "complex128"
+
+    @classmethod
+    def _missing_(cls, value: object) -> KVDtype:
+        """``KVDtype("int3")`` raises kvpure's typed error naming the field."""
+        known = ", ".join(d.value for d in cls)
+        raise InvalidFieldError(
+            field="dtype", value=value, reason=f"unknown dtype; expected one of {known}"
+        )
 
     @property
     def itemsize(self) -> int:
@@ -137,6 +156,10 @@ class KVQuantMode(IntEnum):
 
 def get_kv_quant_mode(kv_cache_dtype: str) -> KVQuantMode:
     """The quantisation mode vLLM derives from a ``kv_cache_dtype`` string."""
+    if not isinstance(kv_cache_dtype, str):
+        raise FieldTypeError(
+            field="kv_cache_dtype", value=kv_cache_dtype, reason="must be a str (auto, fp8, ...)"
+        )
     named = _QUANT_BY_CACHE_DTYPE.get(kv_cache_dtype)
     if named is not None:
         return named
@@ -170,10 +193,10 @@ def check_positive(field: str, value: int) -> None:
 
 
 def check_non_negative(field: str, value: int) -> None:
-    """Raise InvalidFieldError unless ``value`` is an int of at least zero (no upper bound:
-    tensor sizes and block counts scale with the memory planned)."""
-    if type(value) is not int or value < 0:
-        check_int(field, value, minimum=0)
+    """Raise InvalidFieldError unless ``value`` is an int of at least zero (bounded by the
+    largest memory figure only: tensor sizes and block counts scale with the memory planned)."""
+    if type(value) is not int or not 0 <= value <= MAX_MEMORY_BYTES:
+        check_int(field, value, minimum=0, maximum=MAX_MEMORY_BYTES)
 
 
 def check_optional_positive(field: str, value: int | None) -> None:

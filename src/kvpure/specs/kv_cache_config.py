@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvpure.field_checks import MAX_MEMORY_BYTES
 from kvpure.runtime_types import typed_init
 from kvpure.settings import AUTO_FIT_MAX_MODEL_LEN, EAGLE_METHODS, PlannerSettings
 from kvpure.specs.base import KVCacheSpec, check_non_negative
@@ -49,10 +50,10 @@ class KVCacheTensor:
             and type(offset) is int
             and type(block_stride) is int
             and type(layer_stride) is int
-            and size >= 0
-            and offset >= 0
-            and block_stride >= 0
-            and layer_stride >= 0
+            and 0 <= size <= MAX_MEMORY_BYTES
+            and 0 <= offset <= MAX_MEMORY_BYTES
+            and 0 <= block_stride <= MAX_MEMORY_BYTES
+            and 0 <= layer_stride <= MAX_MEMORY_BYTES
         ):
             return
         check_non_negative("size", self.size)

@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 
 from pyrsistent import PMap, pmap
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
 
 V = TypeVar("V", covariant=True)
 W = TypeVar("W")
@@ -59,6 +59,13 @@ class LayerMap(Mapping[str, V], Generic[V]):
         """Build from any mapping, keeping its iteration order."""
         if isinstance(mapping, LayerMap):
             return mapping
+        if not isinstance(mapping, Mapping):
+            raise FieldTypeError(
+                field="mapping", value=mapping, reason="must map layer names (str) to values"
+            )
+        for name in mapping:
+            if not isinstance(name, str):
+                raise FieldTypeError(field="mapping", value=name, reason="a layer name is a str")
         return LayerMap(names=tuple(mapping), by_name=pmap(dict(mapping)))
 
     @classmethod

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kvpure.runtime_types import typed_init
 from kvpure.text.budget import (
     BUDGET,
     MAX_TEMPLATE_CHARS,
@@ -70,6 +71,7 @@ SPECIAL_TOKEN_NAMES = (
 """The named special tokens transformers hands every template (``special_tokens_map``)."""
 
 
+@typed_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChatMessage:
     """One text message of a conversation."""

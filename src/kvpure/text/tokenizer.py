@@ -30,11 +30,12 @@ truncation options of the request.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kvpure.errors import InvalidFieldError
+from kvpure.errors import FieldTypeError, InvalidFieldError
 from kvpure.text.budget import MAX_TEXT_CHARS
 from kvpure.text.chat_template import SPECIAL_TOKEN_NAMES, ChatMessage, ChatTemplate
 from kvpure.text.errors import (
@@ -155,6 +156,10 @@ class LocalTokenizer:
 
 def load_tokenizer(path: str | Path) -> LocalTokenizer:
     """The tokenizer at ``path``: a tokenizer.json file or a folder holding one."""
+    if not isinstance(path, str | os.PathLike):
+        raise FieldTypeError(
+            field="path", value=path, reason="must be a path (a str or os.PathLike)"
+        )
     try:
         from tokenizers import Tokenizer
     except ImportError:
