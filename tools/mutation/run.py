@@ -143,7 +143,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         f"kvpure/text/{name}.py": _TEXT_PROMPT_TESTS
         if name in ("chat_template", "tokenizer")
         else _TEXT_TESTS
-        for name in ("budget", "chat_template", "errors", "sandbox", "tokenizer")
+        for name in ("budget", "call_budget", "chat_template", "errors", "sandbox", "tokenizer")
     },
     "kvpure/free_queue.py": (
         "tests/test_free_queue.py",
