@@ -71,6 +71,7 @@ _SERVE_TESTS = (
     "tests/test_serve_mutants.py",
 )
 _TEXT_TESTS = (
+    "tests/test_text_call_budget.py",
     "tests/test_text_budget_bounds.py",
     "tests/test_text_range.py",
     "tests/test_text_sandbox.py",
