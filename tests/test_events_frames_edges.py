@@ -174,3 +174,12 @@ def test_split_capture_reads_every_record_in_order() -> None:
     with pytest.raises(EventCaptureError, match="says 5 bytes, 4 are left") as caught:
         split_capture(capture_record(b"x") + b"\x00\x00\x00\x05abcd")
     assert (caught.value.record_index, caught.value.offset) == (1, 5)
+
+
+def test_a_frame_that_is_not_bytes_is_refused_by_name() -> None:
+    # beartype checks one item of a list; unwrapped, kvpure's own check reads them all
+    for call in (inspect.unwrap(decode_message), inspect.unwrap(is_replay_end)):
+        for frames in ([b"", b"\xff" * 8, 1], [b"", 5, b""], (b"", b"\0" * 8, "x")):
+            with pytest.raises(KVEventArgumentTypeError) as caught:
+                call(frames)
+            assert caught.value.argument == "frames"

@@ -142,7 +142,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
     },
     **{
         f"kvpure/text/{name}.py": _TEXT_PROMPT_TESTS
-        if name in ("chat_template", "tokenizer")
+        if name == "chat_template"
+        else ("tests/test_text_tokenizer_edges.py", *_TEXT_PROMPT_TESTS)
+        if name == "tokenizer"
         else _TEXT_TESTS
         for name in ("budget", "call_budget", "chat_template", "errors", "sandbox", "tokenizer")
     },
