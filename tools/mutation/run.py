@@ -61,6 +61,7 @@ _EVENTS_AUDIT_TESTS = (
     "tests/test_events_cli.py",
 )
 _SERVE_TESTS = (
+    "tests/test_serve_verdict_search.py",
     "tests/test_serve_defaults.py",
     "tests/test_serve_rules.py",
     "tests/test_serve_gpu_totals.py",
