@@ -142,7 +142,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         )
     },
     **{
-        f"kvpure/text/{name}.py": _TEXT_PROMPT_TESTS
+        f"kvpure/text/{name}.py": ("tests/test_text_chat_template_edges.py", *_TEXT_PROMPT_TESTS)
         if name == "chat_template"
         else ("tests/test_text_tokenizer_edges.py", *_TEXT_PROMPT_TESTS)
         if name == "tokenizer"
@@ -204,6 +204,9 @@ PRELOAD_OPTIONAL = (
     "jinja2.meta",
     "tokenizers",
     "transformers.utils.chat_template_utils",
+    # and AutoTokenizer (test_text_special_tokens.py): about 10 s a child under load
+    "transformers.models.auto.tokenization_auto",
+    "transformers.tokenization_utils_fast",
 )
 
 
