@@ -126,7 +126,14 @@ def test_the_line_of_a_verdict_whose_weights_do_not_fit() -> None:
         weights_do_not_fit="the weights need 20 GiB",
     )
     assert found.line == "Verdict: does NOT start (the weights need 20 GiB)."
-    assert Verdict(
-        starts=True, tokens=10, concurrency=0.5, max_model_len=100, max_num_seqs=1,
-        data_parallel_size=1,
-    ).line == "Verdict: starts; 10 tokens of KV cache; 0.50 requests of 100 tokens at once."
+    assert (
+        Verdict(
+            starts=True,
+            tokens=10,
+            concurrency=0.5,
+            max_model_len=100,
+            max_num_seqs=1,
+            data_parallel_size=1,
+        ).line
+        == "Verdict: starts; 10 tokens of KV cache; 0.50 requests of 100 tokens at once."
+    )

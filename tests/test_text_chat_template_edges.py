@@ -32,9 +32,7 @@ from kvpure.text.errors import ChatTemplateError
 
 jinja2 = pytest.importorskip("jinja2")
 
-VLLM_HF = (
-    Path(os.environ.get("KVPURE_VLLM_SOURCES", "/work/vllm")) / "0.26.0/vllm/renderers/hf.py"
-)
+VLLM_HF = Path(os.environ.get("KVPURE_VLLM_SOURCES", "/work/vllm")) / "0.26.0/vllm/renderers/hf.py"
 
 
 def _vllm_functions() -> dict[str, Any] | None:
@@ -118,9 +116,7 @@ def _transformers(source: str, messages: list[dict[str, Any]], **extra: Any) -> 
     )
 
 
-SHOW = (
-    "{% for m in messages %}[{{ m.role }}|{{ m.content }}|{{ m.name|default('-') }}]{% endfor %}"
-)
+SHOW = "{% for m in messages %}[{{ m.role }}|{{ m.content }}|{{ m.name|default('-') }}]{% endfor %}"
 
 
 def _dicts(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
@@ -212,9 +208,12 @@ def test_openai_parts_tool_messages_and_merged_developer_parts() -> None:
     # newlines; developer -> system, then the system parts joined and moved to the front
     expected = "[system|a\nb][user|text:u1,text:u2,][tool|x\ny]"
     assert template.render(messages, where="w") == expected
-    conversation = [
+    conversation: list[dict[str, Any]] = [
         {"role": "system", "content": "a\nb"},
-        {"role": "user", "content": [{"type": "text", "text": "u1"}, {"type": "text", "text": "u2"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "u1"}, {"type": "text", "text": "u2"}],
+        },
         {"role": "tool", "content": "x\ny"},
     ]
     assert _transformers(OPENAI_SHOW, conversation) == expected

@@ -149,7 +149,9 @@ def test_the_default_named_template_is_used(tmp_path: Path) -> None:
 
 
 def test_the_jinja_file_wins_beside_a_tokenizer_json_file(tmp_path: Path) -> None:
-    folder = _folder(tmp_path, {"chat_template": "CONFIG", "bos_token": "<b>"}, jinja="J{{ bos_token }}")
+    folder = _folder(
+        tmp_path, {"chat_template": "CONFIG", "bos_token": "<b>"}, jinja="J{{ bos_token }}"
+    )
     assert load_tokenizer(folder / "tokenizer.json").render_chat(HI, where="t") == "J<b>"
 
 
@@ -182,11 +184,11 @@ def test_a_config_that_is_not_json_is_refused(tmp_path: Path) -> None:
 def test_missing_and_broken_tokenizers_are_typed(tmp_path: Path) -> None:
     with pytest.raises(InvalidFieldError, match="does not exist"):
         load_tokenizer(tmp_path / "nothing")
-    with pytest.raises(InvalidFieldError, match="holds no tokenizer.json"):
+    with pytest.raises(InvalidFieldError, match=r"holds no tokenizer\.json"):
         load_tokenizer(tmp_path)
     broken = tmp_path / "tokenizer.json"
     broken.write_text('{"version": "1.0"}', encoding="utf-8")
-    with pytest.raises(TokenizerError, match="loading tokenizer.json failed") as caught:
+    with pytest.raises(TokenizerError, match=r"loading tokenizer\.json failed") as caught:
         load_tokenizer(broken)
     assert caught.value.where == str(broken)
 
