@@ -137,3 +137,16 @@ def test_the_line_of_a_verdict_whose_weights_do_not_fit() -> None:
         ).line
         == "Verdict: starts; 10 tokens of KV cache; 0.50 requests of 100 tokens at once."
     )
+
+
+def test_the_same_flags_give_equal_verdicts_whatever_the_error_object() -> None:
+    # the error is vLLM's message as an exception object, a new one each time: it is
+    # not part of a verdict's value
+    layout = llama()
+    flags = ServeFlags(kv_cache_memory_bytes=(100 * MIB,), max_model_len=2048)
+    _, first, _ = serve_verdict(layout, flags, find_fixes=False)
+    _, second, _ = serve_verdict(layout, flags, find_fixes=False)
+    assert first.error is not None
+    assert second.error is not None
+    assert first.error is not second.error
+    assert first == second

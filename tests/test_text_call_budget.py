@@ -59,7 +59,9 @@ CALLS: list[tuple[str | bytes, str, tuple[Any, ...], dict[str, Any]]] = [
     *[("{:{w}}", "format", ("a",), {"w": width}) for width in (BOUND, BOUND + 1)],
     *[("{a:{w}}", "format_map", ({"a": "x", "w": width},), {}) for width in (BOUND, BOUND + 1)],
     *[("{}{}", "format", ("a", BOUND + 1), {}), ("{:>{}}", "format", ("a", 3), {})],
-    # methods that do not grow a string, with arguments of every kind
+    # methods that do not grow a string, with arguments of every kind (two str arguments
+    # that are not a replacement: encode's encoding and errors)
+    *[("utf-8" * 20, "encode", ("utf-8", "strict"), {}), ("aa" * 50, "split", ("a", 1), {})],
     *[("a,b,c", "split", (",", 1), {}), ("abc", "count", ("a", 0), {})],
     *[("abc", "upper", (), {}), ("abc", "startswith", ("a", 0, 2), {})],
 ]
