@@ -62,6 +62,7 @@ _EVENTS_AUDIT_TESTS = (
 )
 _SERVE_TESTS = (
     "tests/test_serve_verdict_search.py",
+    "tests/test_serve_rules_v1_runner.py",
     "tests/test_serve_defaults.py",
     "tests/test_serve_rules.py",
     "tests/test_serve_gpu_totals.py",
