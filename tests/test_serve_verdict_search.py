@@ -11,10 +11,15 @@ against the answer the docstrings define (brute force over the range).
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import pytest
 
 from kvpure.cli.option_values import MAX_MEMORY_BYTES
 from kvpure.serve import verdict
+from kvpure.report.model_plan import plan_deployment
+from kvpure.serve.defaults import resolve_serve_settings
 from kvpure.serve.flags import ServeFlags
 from kvpure.serve.verdict import Verdict, largest_fitting_max_model_len, serve_verdict
 from tests.test_serve_mutants import llama
@@ -150,3 +155,42 @@ def test_the_same_flags_give_equal_verdicts_whatever_the_error_object() -> None:
     assert second.error is not None
     assert first.error is not second.error
     assert first == second
+
+
+def test_the_fixes_of_a_deployment_that_does_not_start() -> None:
+    layout = llama()
+    flags = ServeFlags(kv_cache_memory_bytes=(100 * MIB,), max_model_len=1024)
+    _, found, _ = serve_verdict(layout, flags)
+    assert found.error is not None
+    # vLLM's own estimate, in its error message, is the largest length that starts
+    estimate = re.search(r"estimated maximum model length is (\d+)\.", str(found.error))
+    assert estimate is not None
+    best = int(estimate.group(1))
+    memory = [fix for fix in found.fixes if fix.startswith("--kv-cache-memory")]
+    assert len(memory) == 1
+    mib = int(memory[0].split()[1].removesuffix("MiB"))
+    assert verdict.starts(layout, replace(flags, kv_cache_memory_bytes=(mib * MIB,)))
+    assert not verdict.starts(layout, replace(flags, kv_cache_memory_bytes=((mib - 1) * MIB,)))
+    fp8 = resolve_serve_settings(layout, replace(flags, kv_cache_dtype="fp8"))
+    _, plan = plan_deployment(layout, fp8.deployment)
+    assert found.fixes == (
+        f"--max-model-len {best}  (the largest that starts)",
+        f"--kv-cache-memory {mib}MiB  ({mib / 1024:.2f} GiB per GPU, the least that starts "
+        "1,024-token requests)",
+        f"--kv-cache-dtype fp8  (starts with {plan.workers[0].kv_cache_capacity_tokens:,} tokens)",
+    )
+    # one token past the largest: the search's upper end is the length asked less one
+    _, past, _ = serve_verdict(layout, replace(flags, max_model_len=best + 1))
+    assert not past.starts
+    assert past.fixes[0] == f"--max-model-len {best}  (the largest that starts)"
+    # fp8 asked already: no fp8 fix; a block count given: no memory fix
+    _, asked_fp8, _ = serve_verdict(
+        layout, replace(flags, kv_cache_dtype="fp8", max_model_len=8192)
+    )
+    assert not any(fix.startswith("--kv-cache-dtype") for fix in asked_fp8.fixes)
+    _, override, _ = serve_verdict(layout, replace(flags, num_gpu_blocks_override=4))
+    assert not override.starts
+    assert not any(fix.startswith("--kv-cache-memory") for fix in override.fixes)
+    small = re.search(r"estimated maximum model length is (\d+)\.", str(override.error))
+    assert small is not None
+    assert override.fixes[0] == f"--max-model-len {small.group(1)}  (the largest that starts)"
