@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 
 from kvpure.cli.option_values import MAX_MEMORY_BYTES
-from kvpure.serve import verdict
 from kvpure.report.model_plan import plan_deployment
+from kvpure.serve import verdict
 from kvpure.serve.defaults import resolve_serve_settings
 from kvpure.serve.flags import ServeFlags
 from kvpure.serve.verdict import Verdict, largest_fitting_max_model_len, serve_verdict
