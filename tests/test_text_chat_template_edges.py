@@ -249,3 +249,22 @@ def test_the_source_and_tokens_are_kept() -> None:
     assert template.source == "{{ bos_token }}"
     assert template.special_tokens == {"bos_token": "<s>"}
     assert template.render((), where="w") == "<s>"
+
+
+def test_a_render_of_exactly_the_text_bound_is_transformers_and_one_more_is_refused() -> None:
+    half = "{% set x = 'a' * 2097152 %}{{ x }}{{ x }}"  # 2 x 2 Mi = 4 Mi characters, in chunks
+    ours = ChatTemplate(half, {}, where="t").render((), where="w")
+    assert len(ours) == 4 * 2**20
+    assert ours == _transformers(half, [])
+    with pytest.raises(ChatTemplateError, match=r"renders over 4,194,304 characters"):
+        ChatTemplate(half + "b", {}, where="t").render((), where="w")
+
+
+def test_a_render_leaves_no_deadline_behind() -> None:
+    from kvpure.text import budget
+
+    ChatTemplate("{{ 1 }}", {}, where="t").render((), where="w")
+    assert budget.BUDGET.deadline == float("inf")
+    with pytest.raises(ChatTemplateError):
+        ChatTemplate("{{ raise_exception('x') }}", {}, where="t").render((), where="w")
+    assert budget.BUDGET.deadline == float("inf")
