@@ -117,7 +117,7 @@ def _memory_needed_mib(layout: ModelLayout, flags: ServeFlags) -> int | None:
         high *= 2
         if high > _MAX_MIB:
             return None
-    low = high // 2 + 1 if high > 1 else 1
+    low = high // 2 + 1  # high // 2 did not fit (1 when high is 1)
     while low < high:
         mid = (low + high) // 2
         if fits(mid):
