@@ -194,3 +194,14 @@ def test_the_fixes_of_a_deployment_that_does_not_start() -> None:
     small = re.search(r"estimated maximum model length is (\d+)\.", str(override.error))
     assert small is not None
     assert override.fixes[0] == f"--max-model-len {small.group(1)}  (the largest that starts)"
+
+
+@pytest.mark.parametrize("config_dtype", ["float16", "bfloat16"])
+def test_fp8_is_offered_for_a_16_bit_cache(config_dtype: str) -> None:
+    # --kv-cache-dtype auto follows the model's dtype (float16 or bfloat16); fp8 halves it
+    layout = llama(config_dtype)
+    flags = ServeFlags(kv_cache_memory_bytes=(100 * MIB,), max_model_len=1024)
+    serve, found, _ = serve_verdict(layout, flags)
+    assert serve["kv_cache_dtype"].value == config_dtype
+    assert not found.starts
+    assert found.fixes[-1].startswith("--kv-cache-dtype fp8  (starts with ")
