@@ -268,3 +268,27 @@ def test_a_render_leaves_no_deadline_behind() -> None:
     with pytest.raises(ChatTemplateError):
         ChatTemplate("{{ raise_exception('x') }}", {}, where="t").render((), where="w")
     assert budget.BUDGET.deadline == float("inf")
+
+
+class _JumpingClock:
+    """A monotonic clock one second later at each read: the 2 s budget ends on the third."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_the_render_starts_the_budget_and_reads_it_per_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpure.text import budget
+
+    source = "{% for i in [1, 2, 3, 4, 5] %}{{ i }}{% endfor %}"  # no hook but the output's
+    monkeypatch.setattr(budget, "time", _JumpingClock())
+    with pytest.raises(ChatTemplateError, match="ran past its 2 s budget"):
+        ChatTemplate(source, {}, where="t").render((), where="w")
+    monkeypatch.undo()
+    assert ChatTemplate(source, {}, where="t").render((), where="w") == "12345"
