@@ -205,3 +205,19 @@ def test_fp8_is_offered_for_a_16_bit_cache(config_dtype: str) -> None:
     assert serve["kv_cache_dtype"].value == config_dtype
     assert not found.starts
     assert found.fixes[-1].startswith("--kv-cache-dtype fp8  (starts with ")
+
+
+def test_the_memory_fix_of_max_model_len_auto_is_for_the_full_length() -> None:
+    # --max-model-len auto that fits nothing: the fix names the memory for the model's
+    # own length (auto-fitting a shorter one would always need less)
+    layout = llama()
+    flags = ServeFlags(kv_cache_memory_bytes=(MIB,), max_model_len_auto=True)
+    _, found, _ = serve_verdict(layout, flags)
+    assert not found.starts
+    assert not any(fix.startswith("--max-model-len") for fix in found.fixes)
+    memory = [fix for fix in found.fixes if fix.startswith("--kv-cache-memory")]
+    mib = int(memory[0].split()[1].removesuffix("MiB"))
+    fixed = replace(flags, max_model_len_auto=False)
+    assert verdict.starts(layout, replace(fixed, kv_cache_memory_bytes=(mib * MIB,)))
+    assert not verdict.starts(layout, replace(fixed, kv_cache_memory_bytes=((mib - 1) * MIB,)))
+    assert f"starts {layout.derived_max_model_len:,}-token requests" in memory[0]
