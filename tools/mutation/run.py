@@ -61,6 +61,8 @@ _EVENTS_AUDIT_TESTS = (
     "tests/test_events_cli.py",
 )
 _SERVE_TESTS = (
+    "tests/test_serve_verdict_search.py",
+    "tests/test_serve_rules_v1_runner.py",
     "tests/test_serve_defaults.py",
     "tests/test_serve_rules.py",
     "tests/test_serve_gpu_totals.py",
@@ -71,6 +73,7 @@ _SERVE_TESTS = (
     "tests/test_serve_mutants.py",
 )
 _TEXT_TESTS = (
+    "tests/test_text_call_budget.py",
     "tests/test_text_budget_bounds.py",
     "tests/test_text_range.py",
     "tests/test_text_sandbox.py",
@@ -140,10 +143,12 @@ TARGETS: dict[str, tuple[str, ...]] = {
         )
     },
     **{
-        f"kvpure/text/{name}.py": _TEXT_PROMPT_TESTS
-        if name in ("chat_template", "tokenizer")
+        f"kvpure/text/{name}.py": ("tests/test_text_chat_template_edges.py", *_TEXT_PROMPT_TESTS)
+        if name == "chat_template"
+        else ("tests/test_text_tokenizer_edges.py", *_TEXT_PROMPT_TESTS)
+        if name == "tokenizer"
         else _TEXT_TESTS
-        for name in ("budget", "chat_template", "errors", "sandbox", "tokenizer")
+        for name in ("budget", "call_budget", "chat_template", "errors", "sandbox", "tokenizer")
     },
     "kvpure/free_queue.py": (
         "tests/test_free_queue.py",
@@ -200,6 +205,9 @@ PRELOAD_OPTIONAL = (
     "jinja2.meta",
     "tokenizers",
     "transformers.utils.chat_template_utils",
+    # and AutoTokenizer (test_text_special_tokens.py): about 10 s a child under load
+    "transformers.models.auto.tokenization_auto",
+    "transformers.tokenization_utils_fast",
 )
 
 

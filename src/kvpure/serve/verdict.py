@@ -117,7 +117,7 @@ def _memory_needed_mib(layout: ModelLayout, flags: ServeFlags) -> int | None:
         high *= 2
         if high > _MAX_MIB:
             return None
-    low = high // 2 + 1 if high > 1 else 1
+    low = high // 2 + 1  # high // 2 did not fit (1 when high is 1)
     while low < high:
         mid = (low + high) // 2
         if fits(mid):
@@ -137,7 +137,8 @@ def _fixes(
 ) -> tuple[str, ...]:
     fixes: list[str] = []
     if not flags.max_model_len_auto:
-        best = largest_fitting_max_model_len(layout, flags, max(1, length - 1))
+        # below the length asked, which did not start (length 1: an empty range, None)
+        best = largest_fitting_max_model_len(layout, flags, length - 1)
         if best is not None:
             fixes.append(f"--max-model-len {best}  (the largest that starts)")
     if flags.num_gpu_blocks_override is None:
@@ -147,7 +148,7 @@ def _fixes(
                 f"--kv-cache-memory {mib}MiB  ({mib / 1024:.2f} GiB per GPU, the least that "
                 f"starts {length:,}-token requests)"
             )
-    if serve["kv_cache_dtype"].value in ("auto", "bfloat16", "float16"):
+    if serve["kv_cache_dtype"].value in ("bfloat16", "float16"):  # "auto" shows the dtype
         fp8 = replace(flags, kv_cache_dtype="fp8")
         try:
             fp8_serve = resolve_serve_settings(layout, fp8)
