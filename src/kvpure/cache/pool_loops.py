@@ -130,16 +130,7 @@ def take(
         for block in blocks[position:stop]:  # one loop, as vLLM's get_new_blocks
             key = None if cache is None else block.pop_block_hash()
             if key is not None and cache is not None:
-                holders = cache.get(key)  # drop_holder, inline: the hot path without C
-                if isinstance(holders, dict):
-                    if holders.pop(block.block_id, None) is not None and removed is not None:
-                        removed.append(key)
-                    if not holders:
-                        del cache[key]
-                elif holders is not None and holders.block_id == block.block_id:
-                    del cache[key]
-                    if removed is not None:
-                        removed.append(key)
+                drop_holder(cache, key, block, removed)
                 if extras:
                     for extra in extras.pop(block.block_id, ()):
                         drop_holder(cache, extra, block, removed)

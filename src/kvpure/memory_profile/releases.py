@@ -122,7 +122,7 @@ class V0EngineError(InvalidFieldError):
 class MemoryProfileRules:
     """How one range of vLLM releases sizes the KV cache at start-up.
 
-    - ``releases``: the range, as ``0.24-0.25``;
+    - ``first`` / ``last``: the range, ``releases`` its text (``0.24-0.25``);
     - ``large_sampler_peak``: the dummy sampler run keeps several float32 logits
       copies (before 0.17; ``GPUModelRunner._dummy_sampler_run``);
     - ``fused_all_reduce``: with TP > 1 on compute capability 9.0 or 10.x the
@@ -153,7 +153,6 @@ class MemoryProfileRules:
       estimates the CUDA graphs (0.29 on; before, its estimate is 0).
     """
 
-    releases: str
     first: Version
     last: Version
     large_sampler_peak: bool
@@ -173,6 +172,12 @@ class MemoryProfileRules:
     model_runner_v2: str = "never"
     model_runner_v2_architectures: frozenset[str] = frozenset()
     model_runner_v2_graph_estimate: bool = False
+
+    @property
+    def releases(self) -> str:
+        """The range, as ``0.21-0.25`` (or one release, ``0.17``)."""
+        first = ".".join(map(str, self.first))
+        return first if self.first == self.last else f"{first}-{'.'.join(map(str, self.last))}"
 
     def runs_model_runner_v2(
         self, *, architectures: Sequence[str], moe: bool, quantized: bool
@@ -215,7 +220,6 @@ class MemoryProfileRules:
 
 
 V1_0_10: Final = MemoryProfileRules(
-    releases="0.10-0.14",
     first=(0, 10),
     last=(0, 14),
     large_sampler_peak=True,
@@ -235,39 +239,29 @@ V1_0_10: Final = MemoryProfileRules(
 )
 V1_0_15: Final = replace(
     V1_0_10,
-    releases="0.15-0.16",
     first=(0, 15),
     last=(0, 16),
     thin_data_band_gib=0.0,
 )
 V1_0_17: Final = replace(
     V1_0_15,
-    releases="0.17",
     first=(0, 17),
     last=(0, 17),
     large_sampler_peak=False,
     fused_all_reduce=True,
 )
-V1_0_18: Final = replace(
-    V1_0_17, releases="0.18", first=(0, 18), last=(0, 18), larger_single_non_torch=True
-)
-V1_0_19: Final = replace(
-    V1_0_18, releases="0.19", first=(0, 19), last=(0, 19), fused_all_reduce_family_100=True
-)
+V1_0_18: Final = replace(V1_0_17, first=(0, 18), last=(0, 18), larger_single_non_torch=True)
+V1_0_19: Final = replace(V1_0_18, first=(0, 19), last=(0, 19), fused_all_reduce_family_100=True)
 V1_0_20: Final = replace(
     V1_0_19,
-    releases="0.20",
     first=(0, 20),
     last=(0, 20),
     cuda_graph_subtracted=True,
     unset_gpu_memory_utilization=0.92,
 )
-V1_0_21: Final = replace(
-    V1_0_20, releases="0.21", first=(0, 21), last=(0, 21), fused_all_reduce_any_pp=True
-)
+V1_0_21: Final = replace(V1_0_20, first=(0, 21), last=(0, 21), fused_all_reduce_any_pp=True)
 V1_0_22: Final = replace(
     V1_0_21,
-    releases="0.22",
     first=(0, 22),
     last=(0, 22),
     model_runner_v2="listed_dense",
@@ -275,7 +269,6 @@ V1_0_22: Final = replace(
 )
 V1_0_23: Final = replace(
     V1_0_22,
-    releases="0.23",
     first=(0, 23),
     last=(0, 23),
     fused_all_reduce_any_pp=False,
@@ -288,7 +281,6 @@ _V2_MOE: Final = frozenset(
 )
 V1_0_24: Final = replace(
     V1_0_23,
-    releases="0.24",
     first=(0, 24),
     last=(0, 24),
     fused_all_reduce_any_pp=True,
@@ -297,7 +289,6 @@ V1_0_24: Final = replace(
 )
 V1_0_25: Final = replace(
     V1_0_24,
-    releases="0.25",
     first=(0, 25),
     last=(0, 25),
     model_runner_v2="listed_or_dense",
@@ -310,7 +301,6 @@ _V2_0_26: Final = _V2_MOE | {
 }
 V1_0_26: Final = replace(
     V1_0_25,
-    releases="0.26",
     first=(0, 26),
     last=(0, 26),
     cuda_graph_subtracted_on_rocm=True,
@@ -318,7 +308,6 @@ V1_0_26: Final = replace(
 )
 V1_0_27: Final = replace(
     V1_0_26,
-    releases="0.27",
     first=(0, 27),
     last=(0, 27),
     non_kv_from_consumed=True,
@@ -327,14 +316,12 @@ V1_0_27: Final = replace(
 )
 V1_0_28: Final = replace(
     V1_0_27,
-    releases="0.28",
     first=(0, 28),
     last=(0, 28),
     model_runner_v2_architectures=V1_0_27.model_runner_v2_architectures | {"DeepseekV4ForCausalLM"},
 )
 V1_0_29: Final = replace(
     V1_0_28,
-    releases="0.29-0.33",
     first=(0, 29),
     last=(0, 33),
     model_runner_v2="always",
@@ -343,7 +330,6 @@ V1_0_29: Final = replace(
 )
 V1_0_34: Final = replace(
     V1_0_29,
-    releases="0.34",
     first=(0, 34),
     last=(0, 34),
     extensible_kv_cache=True,
