@@ -26,6 +26,10 @@ __all__ = ["MambaManager"]
 class MambaManager(SingleTypeKVCacheManager):
     """Mamba state blocks; ``mamba_cache_mode`` "align" reuses speculative blocks per step."""
 
+    # vLLM's flag (a Mamba state may be hit at a hash boundary inside a block, in "align"
+    # mode); kvpure refuses such partial-block hits at setup, so nothing here reads it
+    supports_fine_grained_hash_lookup = True
+
     def __init__(
         self,
         *,
