@@ -6,7 +6,8 @@ Run (vLLM 0.26's source on the path, its dependencies importable on CPU)::
         bench/bench_hash_vllm026.py [--rounds N] [--old PATH_TO_OLD_CHAIN_SO]
 
 Timed in this process, in turn round after round (process CPU time, best round of each),
-on one prompt of 32,768 random ids below 128,256, block size 16, no extra keys:
+on one prompt of 32,768 random ids below 128,256 (``--tokens`` another length, each timing
+then as many calls as make 32,768 tokens), block size 16, no extra keys:
 
 - vLLM: 0.26's own ``get_request_block_hasher(16, hash_fn)`` run on a real ``Request``
   (``vllm.v1.request.Request``) holding the prompt, ``NONE_HASH`` set by
@@ -96,6 +97,11 @@ def load_old_chain(path: str) -> ModuleType:
     return module
 
 
+def _repeated(function: Callable[[], object], times: int) -> None:
+    for _ in range(times):
+        function()
+
+
 def best_of_each(functions: Sequence[Callable[[], object]], rounds: int) -> list[float]:
     """Each function's best time, all run in turn each round, the round's first one rotating
     (so that none always follows vLLM's allocations, which leave the caches cold)."""
@@ -113,6 +119,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--old", help="path of another _chain build to time beside this one")
+    parser.add_argument(
+        "--tokens", type=int, default=NUM_TOKENS, help="prompt length (default 32768)"
+    )
     args = parser.parse_args()
     vllm = load_vllm()
     old = load_old_chain(args.old) if args.old else None
@@ -121,10 +130,11 @@ def main() -> None:
     if chain is None or floor is None:
         raise SystemExit("the C extension is not built")
     rng = random.Random(NUM_TOKENS)
-    prompt = [rng.randrange(VOCAB) for _ in range(NUM_TOKENS)]
+    prompt = [rng.randrange(VOCAB) for _ in range(args.tokens)]
     request = HashRequest(prompt_token_ids=tuple(prompt))
-    blocks = NUM_TOKENS // BLOCK_SIZE
-    ns = 1e9 / blocks
+    blocks = args.tokens // BLOCK_SIZE
+    repeat = max(1, NUM_TOKENS // max(args.tokens, 1))  # calls per timing: 32,768 tokens each
+    ns = 1e9 / (blocks * repeat)
     print(f"xxhash route: {accelerator.xxhash_route()}; ns per block, best of {args.rounds}")
     print(
         f"{'algo':12} | {'vLLM':>7} {'kvpure':>7} {'chain':>7} {'old':>7} {'floor':>7} | "
@@ -157,6 +167,8 @@ def main() -> None:
             raise SystemExit(f"MISMATCH chain: {algo}")
         payloads = block_payloads(algo, [scheme.none_hash, *got[:-1]], prompt, BLOCK_SIZE, extras)
         functions.append(partial(floor, CODES[algo], payloads))
+        if repeat > 1:
+            functions = [partial(_repeated, function, repeat) for function in functions]
         times = best_of_each(functions, args.rounds)
         kv, ch = times[0], times[1]
         rest = times[2:]

@@ -280,6 +280,22 @@ def hash_prompt(
     with lookahead L, ``max(n - L, 0) // block_size`` of them for n prompt tokens)."""
     if type(scheme) is not HashScheme or type(request) is not HashRequest:  # one test when right
         check_scheme_and_request(scheme, request)
+    elif (
+        request.plain_prompt
+        and not scheme.num_hash_lookahead_tokens
+        and chain_hasher is fast_hash_token_blocks
+    ):  # token ids alone (no extra keys, ids checked): straight to the chain
+        prompt = cast("tuple[int, ...]", request.prompt_token_ids)
+        block_size = scheme.block_size
+        num_blocks = len(prompt) // block_size
+        if not num_blocks:
+            return NO_BLOCK_HASHES
+        digests = fast_hash_uniform_blocks(
+            scheme.algorithm, scheme.none_hash, prompt, block_size, num_blocks, None, None
+        )
+        if num_blocks == 1:
+            return NO_BLOCK_HASHES.append(cast("BlockHash", digests[0]))
+        return NO_BLOCK_HASHES.extend(cast("list[BlockHash]", digests))
     return extend_block_hashes(
         scheme,
         request,

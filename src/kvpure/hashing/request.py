@@ -113,12 +113,25 @@ class HashRequest:
     prompt_fits_int32: bool = field(init=False, repr=False, compare=False, hash=False)
     """Whether every prompt token id is at most ``2**31 - 1`` (worked out by the same scan
     that checks the ids, so that hashing under ``VLLM_0_34`` need not scan the prompt again)."""
+    plain_prompt: bool = field(init=False, repr=False, compare=False, hash=False)
+    """Whether the prompt is token ids alone that fit int32, with no LoRA (name or path),
+    cache salt, multimodal item or embeddings: every block's extra keys are None, so
+    :func:`~kvpure.hashing.block_hasher.hash_prompt` hashes it without working them out."""
 
     def __post_init__(self) -> None:
         fits = True
         if self.prompt_token_ids is not None:
             fits = check_token_ids(None, self.prompt_token_ids, field="prompt_token_ids")
         object.__setattr__(self, "prompt_fits_int32", fits)
+        plain = (
+            fits
+            and self.prompt_embeds is None  # then the prompt is token ids
+            and self.lora_name is None
+            and self.lora_path == ""
+            and self.cache_salt is None
+            and not self.mm_features
+        )
+        object.__setattr__(self, "plain_prompt", plain)
         if self.prompt_token_ids is None and self.prompt_embeds is None:
             raise InvalidFieldError(
                 field="prompt_token_ids",
