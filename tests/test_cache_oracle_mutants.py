@@ -59,11 +59,12 @@ def test_every_case_was_replayed_by_vllm() -> None:
     assert all("records" in case["vllm"] for case in CASES.values())
 
 
-def _replay_with_preemptions(trace: dict[str, Any]) -> list[Any]:
+def _replay_with_preemptions(trace: dict[str, Any], vllm_version: str = "0.26") -> list[Any]:
     """The records of ``trace``, whose ``preempt`` ops kvpure's parser does not know."""
     raw_ops = trace["ops"]
     parsed = parse_trace(
-        {**trace, "ops": [op for op in raw_ops if op["op"] != "preempt"]}, vllm_version="0.26"
+        {**trace, "ops": [op for op in raw_ops if op["op"] != "preempt"]},
+        vllm_version=vllm_version,
     )
     flags = parsed.draft_flags
     config = replay_module.replay_config_from_plan_input(

@@ -89,9 +89,24 @@ def test_replay_agrees_with_vllm_034(index: int) -> None:
         with pytest.raises(KVPureError):
             replay_trace(case["trace"], vllm_version="0.34")
         return
+    if any(op["op"] == "preempt" for op in case["trace"]["ops"]):
+        _same(_replay_with_preemptions(case["trace"], "0.34"), want["records"], f"{name}.records")
+        return
     got: Any = replay_trace(case["trace"], vllm_version="0.34")
     header: Any = got["kv_cache_config"]
     for key, value in want["header"].items():
         assert header[key] == value, f"{name}.kv_cache_config.{key}"
     _same(got["records"], want["records"], f"{name}.records")
     _same(got["final_state"], want["final_state"], f"{name}.final_state")
+
+
+@pytest.mark.parametrize("cases", [CASES_026, CASES_034], ids=["0.26", "0.34"])
+def test_the_traces_preempt_requests(cases: list[dict[str, Any]]) -> None:
+    ok = [c for c in cases if "error" not in c["vllm"]]
+    preempts = [r for c in ok for r in c["vllm"]["records"] if r["op"] == "preempt"]
+    assert len(preempts) >= 20
+    assert any(
+        (record["prefix_cache_stats"] or {}).get("preempted_requests", 0) > 0
+        for c in ok
+        for record in c["vllm"]["records"]
+    )

@@ -18,7 +18,10 @@ def run_one(trace_obj):
     from kvpure.cache.trace_json import parse_trace
     from kvpure.interop.planning import render_kv_cache_spec
 
-    trace = parse_trace(trace_obj, vllm_version="0.34")
+    # kvpure's parser (for the config) does not know the oracle-only op "preempt"
+    body = trace_obj.get("trace", trace_obj)
+    known = [op for op in body["ops"] if op["op"] != "preempt"]
+    trace = parse_trace({**body, "ops": known}, vllm_version="0.34")
     rs = trace.replay
     os.environ["PYTHONHASHSEED"] = rs.pythonhashseed
     os.environ["VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"] = "1" if rs.use_int_block_hashes else "0"
@@ -227,6 +230,19 @@ def run_one(trace_obj):
         elif op == "retry":
             req = reqs[rid]
             outcome = admit(req) if req.status != RequestStatus.RUNNING else {"steps": pending(req)}
+        elif op == "preempt":
+            # oracle-only op: the manager-level steps of vLLM 0.34's
+            # Scheduler._preempt_request with its blocks freed at once
+            # (_free_request_blocks when no GPU step is in flight)
+            req = reqs[rid]
+            manager.free(req)
+            req.status = RequestStatus.PREEMPTED
+            req.num_computed_tokens = 0
+            if req.spec_token_ids:
+                req.spec_token_ids = []
+            req.num_output_placeholders = 0
+            req.num_preemptions += 1
+            outcome = {"was": "running"}
         elif op == "finish":
             fin = reqs.pop(rid)
             was = "running" if fin.status == RequestStatus.RUNNING else "waiting"
