@@ -16,10 +16,10 @@ from pyrsistent import PVector, pvector
 from kvpure.errors import FieldTypeError
 from kvpure.hashing.accelerator import install_decode_append
 from kvpure.hashing.block_hasher import (
-    NO_BLOCK_HASHES,
     TokenBlockChainHasher,
     check_scheme_and_request,
     extend_block_hashes,
+    hash_prompt,
 )
 from kvpure.hashing.cbor_text import check_cbor_text
 from kvpure.hashing.extra_keys import steady_extra_keys, steady_extra_keys_start
@@ -237,14 +237,7 @@ class RequestBlockHashes:
         if type(scheme) is not HashScheme or type(request) is not HashRequest:
             check_scheme_and_request(scheme, request)
         tokens = request.prompt_token_ids_for_hashing  # a tuple: hashed and split as it is
-        hashes = extend_block_hashes(
-            scheme,
-            request,
-            tokens,
-            NO_BLOCK_HASHES,
-            chain_hasher=chain_hasher,
-            token_field="prompt_token_ids",
-        )
+        hashes = hash_prompt(scheme, request, chain_hasher=chain_hasher)
         return cls(scheme=scheme, request=request, all_token_ids=tokens, block_hashes=hashes)
 
     def append_output_token_ids(
