@@ -29,7 +29,7 @@ from kvpure.memory_profile.estimate import (
     non_torch_band_gib,
     non_torch_gib,
 )
-from kvpure.memory_profile.profile_logs import load_profile_logs
+from kvpure.memory_profile.profile_logs import ModelShape, load_profile_logs
 from kvpure.memory_profile.releases import V0EngineError, memory_profile_rules
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.unmodelled import UnmodelledMemoryError
@@ -49,8 +49,9 @@ def _plan(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]
 @pytest.mark.parametrize(
     ("vllm", "planned", "profile"),
     [
-        ("0.10.1", "0.26", "0.10-0.14"),
-        ("0.11", "0.26", "0.10-0.14"),
+        ("0.10.1", "0.26", "0.10-0.13"),
+        ("0.11", "0.26", "0.10-0.13"),
+        ("0.14.0", "0.26", "0.14"),
         ("v0.16.0", "0.26", "0.15-0.16"),
         ("0.17", "0.26", "0.17"),
         ("0.18.0", "0.26", "0.18"),
@@ -216,7 +217,6 @@ def test_mxfp4_experts_keep_no_fused_moe_caches() -> None:
     # gpt-oss logs its sampler's peak alone: 7.38 GiB on vLLM 0.11 (llm-d-benchmark),
     # 2.87 GiB at TP 2 on 0.19 (llm-d-planner); bf16 MoE models add the caches.
     from kvpure.memory_profile.estimate import activation_gib, moe_workspace_gib
-    from kvpure.memory_profile.profile_logs import ModelShape
 
     shape = ModelShape(
         vocab_size=201088,
@@ -227,9 +227,8 @@ def test_mxfp4_experts_keep_no_fused_moe_caches() -> None:
         num_experts_per_tok=4,
         moe_intermediate_size=2880,
     )
-    rules = memory_profile_rules("0.11.0")
 
-    def peak(quantization: str) -> float:
+    def peak(quantization: str, release: str = "0.11.0") -> float:
         return activation_gib(
             COEFFICIENTS,
             shape,
@@ -237,13 +236,51 @@ def test_mxfp4_experts_keep_no_fused_moe_caches() -> None:
             max_num_seqs=1024,
             tp=1,
             last_stage=True,
-            rules=rules,
+            rules=memory_profile_rules(release),
             quantization=quantization,
         )
 
     assert abs(peak("mxfp4") - 7.38) <= COEFFICIENTS.activation_band
     caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
-    assert peak("none") - peak("mxfp4") == pytest.approx(caches)
+    # From 0.14 the bf16 experts' workspace persists through the sampler's run.
+    assert peak("none", "0.14.0") - peak("mxfp4", "0.14.0") == pytest.approx(caches)
+    # In 0.10-0.13 it is a per-layer temporary: the sampler's peak dominates alone.
+    assert peak("none") == peak("mxfp4")
+
+
+def test_fused_moe_caches_add_to_the_sampler_peak_from_0_14_only() -> None:
+    """vLLM 0.13.0 ``UnquantizedFusedMoEMethod.forward_cuda`` calls ``fused_experts`` (caches
+    freed per layer); 0.14.0 calls the modular kernel, whose workspace the persistent
+    ``WorkspaceManager`` keeps. Qwen3-30B-A3B on an H100 with vLLM 0.10.2 logs 5.58 GiB of
+    peak activation: the sampler's 5.67 alone, not 6.09 with the caches on top."""
+    from kvpure.memory_profile.estimate import activation_gib, moe_workspace_gib
+
+    shape = ModelShape(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=48,
+        num_experts=128,
+        num_experts_per_tok=8,
+        moe_intermediate_size=768,
+    )
+
+    def peak(release: str) -> float:
+        return activation_gib(
+            COEFFICIENTS,
+            shape,
+            max_num_batched_tokens=8192,
+            max_num_seqs=1024,
+            tp=1,
+            last_stage=True,
+            rules=memory_profile_rules(release),
+        )
+
+    assert not memory_profile_rules("0.13.0").moe_workspace_persists
+    assert memory_profile_rules("0.14.0").moe_workspace_persists
+    assert abs(peak("0.10.2") - 5.58) <= COEFFICIENTS.activation_band
+    caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
+    assert peak("0.14.0") - peak("0.13.0") == pytest.approx(caches)
 
 
 def test_flashinfer_sampling_drops_the_larger_sampler_peak(
@@ -318,3 +355,28 @@ def test_the_cuda_graph_estimate_follows_the_graphs_captured() -> None:
     )
     assert abs(got - 0.15) <= COEFFICIENTS.cuda_graph_band
     assert abs(cuda_graph_gib(COEFFICIENTS, log.shape, pp=1) - 0.15) > 0.9  # all 102 graphs
+
+
+def test_nccl_at_tp_8_on_an_nvswitch_board_holds_more_than_at_tp_2() -> None:
+    """Qwen3-32B at TP 8 on eight H100 80GB, vLLM 0.10.0 (fit split), sets 2.2 GiB; the same
+    node's Qwen3-235B-A22B-FP8 TP 8 log is held out. TP 2 keeps 0.11's 0.55 GiB, off Hopper
+    and Blackwell NCCL sets up no NVLS buffers, and the fused all-reduce's class is apart."""
+    from kvpure.memory_profile.estimate import NCCL_TP8_NVSWITCH_GIB
+
+    old = memory_profile_rules("0.11.0")
+    assert non_torch_gib(COEFFICIENTS, tp=8, pp=1, rules=old) == NCCL_TP8_NVSWITCH_GIB == 2.2
+    assert non_torch_gib(COEFFICIENTS, tp=2, pp=1, rules=old) == 0.55
+    assert non_torch_gib(COEFFICIENTS, tp=8, pp=1, rules=old, capability=(8, 0)) == (
+        NCCL_WITHOUT_NVLS_GIB
+    )
+    new = memory_profile_rules("0.19.0")
+    assert non_torch_gib(COEFFICIENTS, tp=8, pp=1, rules=new) == 2.1
+    wide = non_torch_band_gib(COEFFICIENTS, tp=8, rules=old)
+    assert wide == COEFFICIENTS.non_torch_band + NCCL_UNLOGGED_BAND_GIB
+    assert non_torch_band_gib(COEFFICIENTS, tp=2, rules=old) == COEFFICIENTS.non_torch_band
+    log = next(
+        x
+        for x in load_profile_logs(ROOT / "tests" / "data" / "memory_logs")
+        if x.name == "qwen3_32b_h100_v0_10_0_tp8.json"
+    )
+    assert log.split == "fit"

@@ -51,8 +51,9 @@ def _llama() -> HFConfig:
 @pytest.mark.parametrize(
     ("version", "releases", "graphs", "consumed", "extensible", "unset_util"),
     [
-        ("0.10.1", "0.10-0.14", False, False, False, 0.9),
-        ("0.11.0", "0.10-0.14", False, False, False, 0.9),
+        ("0.10.1", "0.10-0.13", False, False, False, 0.9),
+        ("0.11.0", "0.10-0.13", False, False, False, 0.9),
+        ("0.14.0", "0.14", False, False, False, 0.9),
         ("0.16.0", "0.15-0.16", False, False, False, 0.9),
         ("0.17.0", "0.17", False, False, False, 0.9),
         ("0.18.0", "0.18", False, False, False, 0.9),

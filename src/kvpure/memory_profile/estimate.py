@@ -165,6 +165,10 @@ def activation_gib(
     moe = 0.0
     if quantization != "mxfp4":
         moe = coef.moe_factor * moe_workspace_gib(max_num_batched_tokens, shape, tp) * width
+    if not rules.moe_workspace_persists:
+        # 0.10-0.13: the fused-MoE caches are per-call temporaries, freed before the
+        # sampler runs (MemoryProfileRules.moe_workspace_persists).
+        return max(sampler, forward + moe)
     return max(sampler, forward) + moe
 
 
@@ -244,6 +248,8 @@ def non_torch_gib(
     key = non_torch_class(tp, pp, rules, capability)
     if key == "nccl" and capability != HOPPER and capability[0] != 10:
         return NCCL_WITHOUT_NVLS_GIB
+    if key == "nccl" and tp >= NCCL_WIDE_TP:
+        return NCCL_TP8_NVSWITCH_GIB
     return {
         "fused": coef.non_torch_tensor_parallel,
         "nccl": coef.non_torch_tensor_parallel_nccl_only,
@@ -267,7 +273,8 @@ def non_torch_band_gib(
     interconnects they differ, by up to :data:`NCCL_UNLOGGED_BAND_GIB`.
     """
     unlogged = tp > 1 and capability != HOPPER and capability[0] != 10
-    return coef.non_torch_band + (NCCL_UNLOGGED_BAND_GIB if unlogged else 0.0)
+    wide = tp >= NCCL_WIDE_TP and non_torch_class(tp, pp, rules, capability) == "nccl"
+    return coef.non_torch_band + (NCCL_UNLOGGED_BAND_GIB if unlogged or wide else 0.0)
 
 
 NCCL_UNLOGGED_BAND_GIB: Final = 0.15
@@ -279,6 +286,15 @@ NCCL's state without the NVLink SHARP (NVLS) buffers it sets up on Hopper's
 NVSwitch. Set from two vLLM 0.10.1 A100 80GB TP 2 logs (requested - weights -
 KV = 0.67 GiB against 0.55 at TP 1; tests/data/memory_logs/qwen2_7b_a100_v0_10_tp2_*),
 against 0.55 GiB on H100 (vLLM 0.11 logs)."""
+NCCL_WIDE_TP: Final = 8
+NCCL_TP8_NVSWITCH_GIB: Final = 2.2
+"""TP 8 without the fused all-reduce on Hopper or Blackwell (an 8-GPU NVSwitch board):
+NCCL's state grows with the ranks it connects. Set from a vLLM 0.10.0 log of Qwen3-32B
+at TP 8 on eight H100 80GB (requested - weights - KV - the sampler's peak = 2.20 GiB,
+against 0.55 at TP 2 with vLLM 0.11; tests/data/memory_logs/qwen3_32b_h100_v0_10_0_tp8,
+in the fit split); the same node's Qwen3-235B-A22B-FP8 TP 8 log, held out, comes out
+0.01 GiB off with it. One node logged: the band is :data:`NCCL_UNLOGGED_BAND_GIB`
+wider. TP 3 to 7 keep the TP 2 figure (no log)."""
 
 
 COEFFICIENTS: Final = Coefficients(

@@ -67,6 +67,8 @@ class ErrorSummary:
     p90: float
     max: float
     within_band: int
+    median_band: float = 0.0
+    """The median half-width of the predicted bands (GiB)."""
 
 
 def _logged_kv(log: ProfileLog) -> float | None:
@@ -155,6 +157,7 @@ def summarize(errors: Iterable[KVError]) -> ErrorSummary:
         p90=_p90(absolute),
         max=max(absolute),
         within_band=sum(e.within_band for e in errors),
+        median_band=statistics.median(e.band_gib for e in errors),
     )
 
 
@@ -194,12 +197,13 @@ def error_table(errors: Iterable[KVError]) -> tuple[tuple[str, str, ErrorSummary
 def render_error_table(errors: Iterable[KVError]) -> str:
     """:func:`error_table` as the Markdown table docs/memory-profile.md prints."""
     lines = [
-        "| vLLM | GPU | logs | median abs error (GiB) | p90 | max | inside the band |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| vLLM | GPU | logs | median abs error (GiB) | p90 | max | inside the band "
+        "| median band half-width |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for release, gpu, s in error_table(errors):
         lines.append(
             f"| {release} | {gpu} | {s.count} | {s.median:.2f} | {s.p90:.2f} | {s.max:.2f} | "
-            f"{s.within_band} of {s.count} |"
+            f"{s.within_band} of {s.count} | {s.median_band:.2f} |"
         )
     return "\n".join(lines)

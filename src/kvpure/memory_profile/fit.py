@@ -56,6 +56,7 @@ class _Row:
     new_sampler: bool
     activation: float
     tokens: float = 1.0
+    moe_persists: bool = True
 
 
 def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
@@ -81,6 +82,7 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                 or not memory_profile_rules(log.vllm_version).large_sampler_peak,
                 activation=log.activation_gib,
                 tokens=log.max_num_batched_tokens / FIT_TOKENS,
+                moe_persists=memory_profile_rules(log.vllm_version).moe_workspace_persists,
             )
         )
     return rows
@@ -120,20 +122,30 @@ def _fit_activation(rows: list[_Row]) -> tuple[float, ...]:
     old = [(r.activation - base) / r.logits for r in rows if not r.new_sampler and r.last_stage]
     old_factor = statistics.mean(old) if old else factor
 
-    def dense(r: _Row) -> float:
-        sampler = base + (factor if r.new_sampler else old_factor) * (
+    def sampler(r: _Row) -> float:
+        return base + (factor if r.new_sampler else old_factor) * (
             r.logits if r.last_stage else 0.0
         )
-        return max(sampler, ffn_base * r.tokens + ffn_factor * r.ffn)
 
-    moe_rows = [r for r in rows if r.moe]
-    # Least squares through the origin of what the dense terms leave unexplained.
+    def dense(r: _Row) -> float:
+        return max(sampler(r), ffn_base * r.tokens + ffn_factor * r.ffn)
+
+    moe_rows = [r for r in rows if r.moe and r.moe_persists]
+    # Least squares through the origin of what the dense terms leave unexplained
+    # (releases whose fused-MoE workspace persists; before 0.14 it is a temporary).
     moe_factor = (
         sum((r.activation - dense(r)) * r.moe for r in moe_rows) / sum(r.moe**2 for r in moe_rows)
         if moe_rows
         else 0.0
     )
-    residuals = [dense(r) + moe_factor * r.moe - r.activation for r in rows]
+
+    def predicted(r: _Row) -> float:
+        if r.moe_persists:
+            return dense(r) + moe_factor * r.moe
+        forward = ffn_base * r.tokens + ffn_factor * r.ffn + moe_factor * r.moe
+        return max(sampler(r), forward)
+
+    residuals = [predicted(r) - r.activation for r in rows]
     return base, factor, old_factor, ffn_factor, ffn_base, round(moe_factor, 4), _band(residuals)
 
 

@@ -4,13 +4,19 @@ How vLLM sizes the KV cache changed across the V1 engine; each record names
 the rule that changed and the vLLM file and function of each side (read in the
 release's own wheel, ``pip download --no-deps vllm==X``):
 
-- **0.10-0.14** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
+- **0.10-0.13** (vllm 0.11.0 ``vllm/v1/worker/gpu_worker.py``,
   ``Worker.determine_available_memory``; ``vllm/utils/__init__.py``,
   ``memory_profiling``): ``kv = requested - (weights + torch peak increase +
   non-torch increase)``; no CUDA-graph term. The sampler's dummy run keeps
   several float32 copies of the logits (the larger sampler peak), and with
   TP > 1 the non-torch term is NCCL's state alone (0.54-0.55 GiB logged on
-  H100 with vLLM 0.11).
+  H100 with vLLM 0.11). An unquantized MoE layer calls ``fused_experts``
+  (0.12.0 and 0.13.0 ``fused_moe/unquantized_fused_moe_method.py``), whose
+  caches are freed after each layer: they do not add to the sampler's peak.
+- **0.14** (0.14.0 ``unquantized_fused_moe_method.py``: ``forward_cuda`` calls
+  the modular kernel, ``self.kernel(...)``, whose workspaces the persistent
+  ``WorkspaceManager`` of ``v1/worker/workspace.py`` holds): the MoE layers'
+  workspace stays allocated and adds to the sampler's peak.
 - **0.15-0.16** (0.15.0 and 0.16.0 ``vllm/config/vllm.py``: ``fuse_allreduce_rms``
   False at every optimization level): the same.
 - **0.17** (vllm 0.17.0 ``vllm/config/vllm.py``, ``OPTIMIZATION_LEVEL_02``,
@@ -150,7 +156,14 @@ class MemoryProfileRules:
       range exist (see docs/memory-profile.md);
     - ``model_runner_v2``: which models run Model Runner V2 by default (see
       :meth:`runs_model_runner_v2`); ``model_runner_v2_graph_estimate``: V2
-      estimates the CUDA graphs (0.29 on; before, its estimate is 0).
+      estimates the CUDA graphs (0.29 on; before, its estimate is 0);
+    - ``moe_workspace_persists``: an unquantized MoE layer runs the modular
+      fused-MoE kernel, whose workspaces come from the persistent
+      ``WorkspaceManager`` and stay allocated through the dummy sampler run, so
+      they add to its peak (0.14 on: ``UnquantizedFusedMoEMethod.forward_cuda``
+      calls ``self.kernel(...)``); before, ``fused_experts`` allocates its caches
+      per call and frees them, and the peak is the larger of the sampler's and
+      the forward pass's with them.
     """
 
     first: Version
@@ -172,6 +185,7 @@ class MemoryProfileRules:
     model_runner_v2: str = "never"
     model_runner_v2_architectures: frozenset[str] = frozenset()
     model_runner_v2_graph_estimate: bool = False
+    moe_workspace_persists: bool = True
 
     @property
     def releases(self) -> str:
@@ -221,7 +235,7 @@ class MemoryProfileRules:
 
 V1_0_10: Final = MemoryProfileRules(
     first=(0, 10),
-    last=(0, 14),
+    last=(0, 13),
     large_sampler_peak=True,
     fused_all_reduce=False,
     fused_all_reduce_family_100=False,
@@ -236,9 +250,11 @@ V1_0_10: Final = MemoryProfileRules(
     margin_fraction=0.0,
     unset_gpu_memory_utilization=0.9,
     thin_data_band_gib=0.05,
+    moe_workspace_persists=False,
 )
+V1_0_14: Final = replace(V1_0_10, first=(0, 14), last=(0, 14), moe_workspace_persists=True)
 V1_0_15: Final = replace(
-    V1_0_10,
+    V1_0_14,
     first=(0, 15),
     last=(0, 16),
     thin_data_band_gib=0.0,
@@ -341,6 +357,7 @@ V1_0_34: Final = replace(
 )
 MEMORY_PROFILE_RULES: Final[tuple[MemoryProfileRules, ...]] = (
     V1_0_10,
+    V1_0_14,
     V1_0_15,
     V1_0_17,
     V1_0_18,
