@@ -114,6 +114,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         else _EVENTS_TESTS
         for name in (
             "audit",
+            "audit_guesses",
             "audit_check",
             "audit_types",
             "errors",
