@@ -106,7 +106,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_serve_cli.py",
     ),
     "kvpure/versions.py": ("tests/test_versions.py",),
-    "kvpure/cache/rules.py": ("tests/test_cache_rules.py", "tests/test_cache_golden_034.py"),
+    "kvpure/cache/rules.py": (
+        "tests/test_cache_rules.py",
+        "tests/test_cache_rules_mamba.py",
+        "tests/test_cache_golden_034.py",
+    ),
     # issue 24 (mutev): events/, serve/, text/ -- the fast files first (pytest -x stops early)
     **{
         f"kvpure/events/{name}.py": _EVENTS_AUDIT_TESTS
@@ -114,6 +118,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
         else _EVENTS_TESTS
         for name in (
             "audit",
+            "audit_guesses",
             "audit_check",
             "audit_types",
             "errors",

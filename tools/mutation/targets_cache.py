@@ -26,6 +26,7 @@ _CACHE_TESTS = (
     # the releases' differences (0.33+'s Mamba refusal, lookahead hashes) and the random
     # traces vLLM 0.34's own manager replayed (45 s: last)
     "tests/test_cache_rules.py",
+    "tests/test_cache_rules_mamba.py",
     "tests/test_cache_oracle_034.py",
 )
 _CACHE_TRACE_TESTS = (*_CACHE_TESTS, "tests/test_cache_hash_trace.py")

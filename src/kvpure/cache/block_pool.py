@@ -9,7 +9,8 @@ not de-duplicate, so block tables stay append-only): a lookup returns the
 earliest-cached block still holding it.
 
 Events (when enabled) queue up in order and are handed over by
-:meth:`BlockPool.take_events`. A ``BlockStored`` event's extra keys are the
+:meth:`BlockPool.take_events` (the event methods are in :mod:`kvpure.cache.pool_events`,
+a base class of ``BlockPool``). A ``BlockStored`` event's extra keys are the
 hash's, as the release publishes them (0.33+ strips its tags); with lookahead
 hashes (0.33+, L > 0) they cover the window ``[s, e + L)`` as the hash does
 (vLLM's ``BlockPool.generate_event_extra_keys``) and the event names the L
@@ -19,21 +20,18 @@ tokens after each block (``lookahead_token_ids``).
 from __future__ import annotations
 
 import itertools
-import struct
 from collections.abc import Iterable, Sequence
 from typing import cast
 
 from kvpure.cache.errors import CacheStateError
 from kvpure.cache.event_keys import event_extra_keys, lookahead_token_ids
 from kvpure.cache.events import (
-    MEDIUM_GPU,
     AllBlocksCleared,
-    BlockStored,
-    ExtraKeys,
     KVCacheEvent,
     blocks_removed_on_gpu,
 )
 from kvpure.cache.pool_checks import check_pool_arguments
+from kvpure.cache.pool_events import BlockPoolEvents
 from kvpure.cache.pool_loops import (
     CacheDict,
     Extras,
@@ -55,10 +53,8 @@ from kvpure.hashing import (
     VllmHashProfile,
     make_block_hash_with_group_id,
     resolve_block_hashes,
-    to_event_extra_keys,
 )
 from kvpure.hashing.types import (
-    GROUP_ID_NUM_BYTES,
     block_hash_converter,
     low_64_bits_of_each,
 )
@@ -71,7 +67,7 @@ of block objects, built in a few seconds). Every block is made up front, so a la
 count is refused at once rather than exhausting memory."""
 
 
-class BlockPool:
+class BlockPool(BlockPoolEvents):
     """The blocks of one KV cache, their free queue, and the prefix cache over them.
 
     ``hash_block_size`` is the block size request hashes are computed at; a
@@ -207,36 +203,6 @@ class BlockPool:
 
     # -- caching ---------------------------------------------------------------------------
 
-    def external(self, block_hash: bytes) -> ExternalBlockHash:
-        return self._to_external(block_hash)
-
-    def stored_event(
-        self,
-        request: CacheRequest,
-        *,
-        block_hashes: list[ExternalBlockHash],
-        parent_block_hash: ExternalBlockHash | None,
-        start_token_idx: int,
-        end_token_idx: int,
-        block_size: int,
-        group_id: int,
-        extra_keys: list[ExtraKeys],
-        lookahead_token_ids: tuple[tuple[int, ...], ...] | None,
-    ) -> BlockStored:
-        lora_name = request.lora_name
-        return BlockStored(
-            block_hashes=tuple(block_hashes),
-            parent_block_hash=parent_block_hash,
-            token_ids=tuple(request.all_token_ids[start_token_idx:end_token_idx]),
-            block_size=block_size,
-            lora_id=request.lora_int_id if lora_name is not None else None,
-            medium=MEDIUM_GPU,
-            lora_name=lora_name,
-            extra_keys=to_event_extra_keys(self.profile, extra_keys),
-            group_idx=group_id,
-            lookahead_token_ids=lookahead_token_ids,
-        )
-
     def cache_full_blocks(
         self,
         request: CacheRequest,
@@ -310,32 +276,6 @@ class BlockPool:
             )
         )
 
-    def emit_cached_block_events(
-        self, request: CacheRequest, num_cached_blocks: int, block_size: int, group_id: int
-    ) -> None:
-        """A BlockStored for the first ``num_cached_blocks`` reused blocks (report mode "full")."""
-        if not self.enable_kv_cache_events or num_cached_blocks == 0:
-            return
-        block_hashes = resolve_block_hashes(request.block_hashes, self.hash_block_size, block_size)
-        lookahead = self.num_hash_lookahead_tokens
-        self.kv_event_queue.append(
-            self.stored_event(
-                request,
-                block_hashes=[self.external(block_hashes[i]) for i in range(num_cached_blocks)],
-                parent_block_hash=None,
-                start_token_idx=0,
-                end_token_idx=num_cached_blocks * block_size,
-                block_size=block_size,
-                group_id=group_id,
-                extra_keys=event_extra_keys(
-                    self.profile, request, range(num_cached_blocks), block_size, lookahead
-                ),
-                lookahead_token_ids=lookahead_token_ids(
-                    request, range(num_cached_blocks), block_size, lookahead
-                ),
-            )
-        )
-
     def _evict_cached_blocks(self, blocks: list[KVCacheBlock]) -> None:
         """Drop each block's hash from the prefix cache, a BlockRemoved for each one that a
         lookup could still find (vLLM's ``_maybe_evict_cached_block``, in one loop); then
@@ -344,22 +284,6 @@ class BlockPool:
         take(self.prefix_cache() if self.enable_caching else None, blocks, removed, self.extra_keys)
         if removed:
             self.kv_event_queue.extend(blocks_removed_on_gpu(self.split_keys(removed)))
-
-    def split_keys(self, keys: list[bytes]) -> Iterable[tuple[ExternalBlockHash, int]]:
-        """``(external form of the hash, group id)`` of each key (a hash and its 4-byte
-        group id: get_block_hash and get_group_id, without their length check)."""
-        size = len(keys[0])
-        if self.use_int_block_hashes and size >= 12 and len(set(map(len, keys))) == 1:
-            # the hash's low 64 bits and the group id, read in C for every key at once
-            return struct.iter_unpack(f">{size - 12}xQI", b"".join(keys))
-        to_external = self._to_external
-        return [
-            (
-                to_external(key[:-GROUP_ID_NUM_BYTES]),
-                int.from_bytes(key[-GROUP_ID_NUM_BYTES:], "big"),
-            )
-            for key in keys
-        ]
 
     # -- allocation --------------------------------------------------------------------------
 
@@ -403,11 +327,3 @@ class BlockPool:
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(AllBlocksCleared())
         return True
-
-    def take_events(self) -> list[KVCacheEvent]:
-        """The queued events, oldest first; the queue is emptied."""
-        if not self.enable_kv_cache_events:
-            return []
-        events = self.kv_event_queue
-        self.kv_event_queue = []
-        return events

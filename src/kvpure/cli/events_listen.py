@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from kvpure.cli.events_text import describe_event, unknown_fields_json, unknown_fields_text
 from kvpure.events.errors import EventFrameError, KVEventError
 from kvpure.events.frames import MAX_RECORD_BYTES, capture_record, decode_message
 from kvpure.events.profiles import (
@@ -152,12 +153,6 @@ def _loop(
     profile: EventProfile | None,
     capture: IO[bytes] | None,
 ) -> int:
-    from kvpure.cli.events_command import (  # events_command imports this module
-        describe_event,
-        unknown_fields_json,
-        unknown_fields_text,
-    )
-
     timeout_ms = None if args.timeout is None else int(args.timeout * 1000)
     received = 0
     last_seq: int | None = None

@@ -10,7 +10,8 @@ where the router's settings do not reproduce an event, looks for the
 settings that do: other seeds (from ``candidate_seeds``, and PYTHONHASHSEED
 unset), the other algorithms, the event's own block size (and
 ``candidate_block_sizes``), the other vLLM profile. The explanation names
-every setting that differs, fewest changes first.
+every setting that differs, fewest changes first (the candidate settings:
+:mod:`kvpure.events.audit_guesses`).
 
 The seed only reaches root blocks (parent None): a chained block with a
 published (bytes) parent checks everything but the seed. With int hashes a
@@ -23,9 +24,7 @@ is unverifiable.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
 
 from kvpure.errors import InvalidFieldError
 from kvpure.events.audit_check import (
@@ -39,6 +38,14 @@ from kvpure.events.audit_check import (
     has_lookahead_hashes,
     is_masked,
     low_64_bits,
+)
+from kvpure.events.audit_guesses import (
+    Guess,
+    Seed,
+    distinct_rules,
+    divisors,
+    seed_label,
+    your_seed,
 )
 from kvpure.events.audit_types import (
     DEFAULT_CANDIDATE_SEEDS,
@@ -56,10 +63,7 @@ from kvpure.events.errors import KVEventArgumentTypeError
 from kvpure.events.types import BlockStored, KVEventBatch
 from kvpure.hashing.algorithms import HASH_ALGORITHM_NAMES
 from kvpure.hashing.scheme import (
-    HASH_PROFILES,
     HashScheme,
-    VllmHashProfile,
-    none_hash_from_seed,
 )
 
 __all__ = [
@@ -81,111 +85,15 @@ MAX_CHANGES = 2
 """The diagnosis tries settings differing from the router's in at most this many ways."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Seed:
-    label: str
-    value: str | None
-    known: bool
-    """False for the router's own NONE_HASH when its seed is unknown."""
-    none_hash_hex: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Guess:
-    seed: _Seed
-    algorithm: str
-    block_size: int
-    profile: VllmHashProfile
-    lookahead: int = 0
-
-    def settings(self, yours: _Guess, your_none_hash: bytes) -> Settings:
-        """Settings to compute with (NONE_HASH None where this guess cannot know it)."""
-        none_hash: bytes | None
-        if not self.seed.known:
-            none_hash = your_none_hash if self.algorithm == yours.algorithm else None
-        elif self.seed.value is not None:
-            none_hash = none_hash_from_seed(self.algorithm, self.seed.value)
-        else:
-            unseeded = self.profile.unseeded_none_hash_seed(self.algorithm)
-            none_hash = None if unseeded is None else none_hash_from_seed(self.algorithm, unseeded)
-        return Settings(self.algorithm, none_hash, self.block_size, self.profile, self.lookahead)
-
-    def changes(self, yours: _Guess) -> Explanation:
-        found: list[SettingChange] = []
-        if yours.seed.label != self.seed.label:
-            found.append(
-                SettingChange("seed", yours.seed.value, self.seed.value, yours.seed.none_hash_hex)
-            )
-        pairs: tuple[tuple[str, SettingValue, SettingValue], ...] = (
-            ("algorithm", yours.algorithm, self.algorithm),
-            ("block_size", yours.block_size, self.block_size),
-            ("profile", yours.profile.name, self.profile.name),
-            ("num_hash_lookahead_tokens", yours.lookahead, self.lookahead),
-        )
-        found += (SettingChange(name, a, b) for name, a, b in pairs if a != b)
-        return tuple(found)
-
-
-def _hash_rules(profile: VllmHashProfile) -> VllmHashProfile:
-    """What of a profile changes hash values: 0.34 = 0.33 + int32 token ids, a range
-    check (a server's events never carry other ids), so both hash alike."""
-    return replace(profile, name="", vllm_version="", int32_token_ids=False)
-
-
-def _distinct_rules(yours: VllmHashProfile) -> tuple[VllmHashProfile, ...]:
-    """The router's profile, then each other profile whose hashes can differ from those
-    listed before it (so the diagnosis names 0.33 or 0.34, not both)."""
-    found = [yours]
-    for profile in HASH_PROFILES.values():
-        if all(_hash_rules(profile) != _hash_rules(known) for known in found):
-            found.append(profile)
-    return tuple(found)
-
-
-def _divisors(number: int) -> list[int]:
-    """The divisors of ``number``, largest first (none for ``number < 1``)."""
-    small = [n for n in range(1, math.isqrt(max(number, 0)) + 1) if number % n == 0]
-    return sorted({*small, *(number // n for n in small)}, reverse=True)
-
-
-def _seed_label(seed: str | None) -> str:
-    return "unset" if seed is None else repr(seed)
-
-
-def _your_seed(scheme: HashScheme, options: AuditOptions) -> _Seed:
-    if options.seed_unset:
-        return _Seed("unset", None, True)
-    if options.seed is not None:
-        if none_hash_from_seed(scheme.algorithm, options.seed) != scheme.none_hash:
-            raise InvalidFieldError(
-                field="seed",
-                value=options.seed,
-                reason=f"does not give the scheme's NONE_HASH under {scheme.algorithm}",
-            )
-        return _Seed(_seed_label(options.seed), options.seed, True)
-    for seed in (*options.candidate_seeds, None):
-        if seed is None:
-            unseeded = scheme.profile.unseeded_none_hash_seed(scheme.algorithm)
-            if (
-                unseeded is not None
-                and none_hash_from_seed(scheme.algorithm, unseeded) == scheme.none_hash
-            ):
-                return _Seed("unset", None, True)
-        elif none_hash_from_seed(scheme.algorithm, seed) == scheme.none_hash:
-            return _Seed(_seed_label(seed), seed, True)
-    none_hash = scheme.none_hash.hex()
-    return _Seed(f"unknown (NONE_HASH {none_hash[:16]}...)", None, False, none_hash)
-
-
 class _Auditor:
     """The audit's state across a stream: full hashes recomputed per guess."""
 
     def __init__(
-        self, scheme: HashScheme, options: AuditOptions, seed: _Seed | None, lookahead: int
+        self, scheme: HashScheme, options: AuditOptions, seed: Seed | None, lookahead: int
     ) -> None:
         self.none_hash = scheme.none_hash
-        self.yours = _Guess(
-            seed or _your_seed(scheme, options),
+        self.yours = Guess(
+            seed or your_seed(scheme, options),
             scheme.algorithm,
             scheme.block_size,
             scheme.profile,
@@ -194,18 +102,18 @@ class _Auditor:
         self.settings = self.yours.settings(self.yours, scheme.none_hash)
         self.options = options
         self.lora_paths: Mapping[str, str] = dict(options.lora_paths)
-        self.known: dict[_Guess, dict[int, tuple[bytes, ...]]] = {}
-        self.learned: dict[_Guess, dict[tuple[bytes, tuple[int, ...]], Keys]] = {}
+        self.known: dict[Guess, dict[int, tuple[bytes, ...]]] = {}
+        self.learned: dict[Guess, dict[tuple[bytes, tuple[int, ...]], Keys]] = {}
         self.origin: dict[int | bytes, AuditStatus] = {}
         seeds = [self.yours.seed]
         for value in (*options.candidate_seeds, None):
-            seed = _Seed(_seed_label(value), value, True)
+            seed = Seed(seed_label(value), value, True)
             if seed.label not in {s.label for s in seeds}:
                 seeds.append(seed)
         self.seeds = tuple(seeds)
-        self.profiles = _distinct_rules(scheme.profile)
+        self.profiles = distinct_rules(scheme.profile)
 
-    def _check(self, event: BlockStored, guess: _Guess, settings: Settings) -> Outcome:
+    def _check(self, event: BlockStored, guess: Guess, settings: Settings) -> Outcome:
         known = self.known.setdefault(guess, {})
         learned = self.learned.setdefault(guess, {})
         outcome = check_event(event, settings, known, self.lora_paths, learned)
@@ -237,7 +145,7 @@ class _Auditor:
                 learned[(parent, block)] = keys
             parent = digest
 
-    def _guesses(self, event: BlockStored) -> Iterator[_Guess]:
+    def _guesses(self, event: BlockStored) -> Iterator[Guess]:
         # the seed reaches a block through its chain's root: a published parent cuts it off
         published = isinstance(event.parent_block_hash, bytes)
         seeds = (self.yours.seed,) if published else self.seeds
@@ -245,7 +153,7 @@ class _Auditor:
         sizes = dict.fromkeys(
             (
                 self.yours.block_size,
-                *_divisors(event.block_size),
+                *divisors(event.block_size),
                 *self.options.candidate_block_sizes,
             )
         )
@@ -254,7 +162,7 @@ class _Auditor:
         except ValueError:
             lookaheads = {self.yours.lookahead: None}
         guesses = [
-            _Guess(seed, algorithm, size, profile, lookahead)
+            Guess(seed, algorithm, size, profile, lookahead)
             for seed, algorithm, size, profile, lookahead in itertools.product(
                 seeds, HASH_ALGORITHM_NAMES, sizes, self.profiles, lookaheads
             )
@@ -346,7 +254,7 @@ def _auditor(router: HashScheme | RouterSettings, options: AuditOptions | None) 
                 reason="the seed is given once: RouterSettings.seed holds it; leave "
                 "AuditOptions.seed and seed_unset out",
             )
-        seed = _Seed(_seed_label(router.seed), router.seed, True)
+        seed = Seed(seed_label(router.seed), router.seed, True)
         # the audit reads NONE_HASH, algorithm, block size and rules from the scheme, L from
         # the settings (it hashes the events' own blocks, whatever the scheme's L)
         scheme = router_scheme(router, with_lookahead=False)

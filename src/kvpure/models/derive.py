@@ -19,16 +19,28 @@ config.json and calling ``get_kv_cache_configs``:
   from the second-to-last backwards) and lists one spec map per worker, in
   rank order (pipeline-major, TP ranks repeating their stage's specs);
 - builds the planner settings (``PlannerSettings``) with vLLM's names.
+
+The choices made before any spec is sized (dtypes, backend, ``max_model_len``,
+prefix caching and the Mamba cache mode, async scheduling) are in
+``kvpure.models.derive_choices``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import lcm
-from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.models.deployment import AttentionBackend, Deployment
+from kvpure.models.derive_choices import (
+    KV_CACHE_DTYPES,
+    MODEL_DTYPES,
+    pick_async_scheduling,
+    pick_attention_backend,
+    pick_max_model_len,
+    pick_model_dtype,
+    pick_prefix_and_mamba_mode,
+)
 from kvpure.models.derive_states import (
     cross_attention_spec,
     indexer_spec,
@@ -43,15 +55,7 @@ from kvpure.models.layout import (
     ModelLayout,
     StateLayer,
 )
-from kvpure.serve.rules import (
-    ServeRules,
-    default_async_scheduling,
-    default_mamba_cache_mode,
-    default_prefix_caching,
-    is_pooling_runner,
-    serve_rules,
-    uses_model_runner_v2,
-)
+from kvpure.serve.rules import serve_rules, uses_model_runner_v2
 from kvpure.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -67,21 +71,6 @@ from kvpure.specs.kv_cache_config import AUTO_FIT_MAX_MODEL_LEN, PlannerSettings
 from kvpure.specs.layer_map import LayerMap
 
 __all__ = ["DerivedSpecs", "derive_kv_cache_specs", "pipeline_layer_ranges"]
-
-_KV_CACHE_DTYPES: Final = {
-    "bfloat16": KVDtype.BFLOAT16,
-    "float16": KVDtype.FLOAT16,
-    "fp8": KVDtype.FLOAT8_E4M3FN,
-    "fp8_e4m3": KVDtype.FLOAT8_E4M3FN,
-    "fp8_e5m2": KVDtype.FLOAT8_E5M2,
-}
-_MODEL_DTYPES: Final = {
-    "bfloat16": KVDtype.BFLOAT16,
-    "float16": KVDtype.FLOAT16,
-    "half": KVDtype.FLOAT16,
-    "float32": KVDtype.FLOAT32,
-    "float": KVDtype.FLOAT32,
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,33 +125,6 @@ def pipeline_layer_ranges(num_layers: int, pp_size: int) -> tuple[tuple[int, int
         ranges.append((start, start + share))
         start += share
     return tuple(ranges)
-
-
-def _model_dtype(layout: ModelLayout, deployment: Deployment) -> KVDtype:
-    name = layout.config_dtype if deployment.dtype == "auto" else deployment.dtype
-    dtype = _MODEL_DTYPES.get(name.removeprefix("torch."))
-    if dtype is None:
-        raise InvalidFieldError(
-            field="config.json torch_dtype",
-            value=name,
-            reason="must be bfloat16, float16 or float32 (or pass --dtype)",
-        )
-    # vLLM serves float32 checkpoints in the platform's half type (bfloat16).
-    return KVDtype.BFLOAT16 if dtype is KVDtype.FLOAT32 and deployment.dtype == "auto" else dtype
-
-
-def _backend(layout: ModelLayout, deployment: Deployment) -> AttentionBackend:
-    backend = deployment.attention_backend
-    if backend is None:
-        return AttentionBackend.FLASHMLA if layout.uses_mla else AttentionBackend.FLASH_ATTN
-    if backend.is_mla != layout.uses_mla and layout.attention_layers:
-        wanted = "an MLA backend" if layout.uses_mla else "a non-MLA backend"
-        raise InvalidFieldError(
-            field="--attention-backend",
-            value=backend.value,
-            reason=f"{layout.architecture} needs {wanted}",
-        )
-    return backend
 
 
 def _tp_kv_heads(layout: ModelLayout, layer: AttentionLayer, tp: int) -> int:
@@ -242,60 +204,6 @@ def _attention_spec(
     )
 
 
-def _max_model_len(layout: ModelLayout, deployment: Deployment, rules: ServeRules) -> int:
-    derived, default = layout.context_lengths(yarn_factor=rules.yarn_factor_scales_max_model_len)
-    if deployment.max_model_len is None:
-        return default
-    if deployment.max_model_len > derived:
-        raise InvalidFieldError(
-            field="--max-model-len",
-            value=deployment.max_model_len,
-            reason=f"is longer than {layout.architecture}'s limit of {derived} tokens "
-            "from config.json; pass at most that or auto",
-        )
-    return deployment.max_model_len
-
-
-def _prefix_and_mamba_mode(
-    layout: ModelLayout, deployment: Deployment, rules: ServeRules
-) -> tuple[bool, str]:
-    """Prefix caching and the Mamba cache mode: as given, else the release's defaults.
-
-    A Mamba cache mode given without prefix caching implies it (mode ``none``
-    turns it off for a model with Mamba layers), as before releases differed.
-    """
-    has_mamba = bool(layout.mamba_layers)
-    prefix = deployment.enable_prefix_caching
-    mode = deployment.mamba_cache_mode
-    if prefix is None and mode is not None and has_mamba:
-        prefix = mode != "none" and not layout.is_encoder_decoder
-    if prefix is None:
-        prefix = default_prefix_caching(
-            rules,
-            has_attention=bool(layout.attention_layers),
-            has_mamba=has_mamba,
-            is_encoder_decoder=layout.is_encoder_decoder,
-        )
-    if mode is None:
-        mode = (
-            default_mamba_cache_mode(rules, architecture=layout.architecture, prefix_caching=prefix)
-            if has_mamba
-            else "none"
-        )
-    return prefix, mode
-
-
-def _async_scheduling(layout: ModelLayout, deployment: Deployment, rules: ServeRules) -> bool:
-    if deployment.async_scheduling is not None:
-        return deployment.async_scheduling
-    return default_async_scheduling(
-        rules,
-        pooling=is_pooling_runner(rules, layout.architecture, layout.sentence_transformers_modules),
-        speculative_method=deployment.speculative_method,
-        pipeline_parallel_size=deployment.pipeline_parallel_size,
-    )
-
-
 def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> DerivedSpecs:
     """The per-worker specs and planner settings vLLM would use for this deployment."""
     if not isinstance(layout, ModelLayout):
@@ -313,7 +221,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
     tp = deployment.tensor_parallel_size
     pp = deployment.pipeline_parallel_size
     rules = serve_rules(deployment.vllm_version)
-    backend = _backend(layout, deployment)
+    backend = pick_attention_backend(layout, deployment)
     if layout.num_attention_heads % tp:
         raise InvalidFieldError(
             field="tensor_parallel_size",
@@ -321,14 +229,14 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
             reason=f"must divide the {layout.num_attention_heads} attention heads "
             f"of {layout.architecture}",
         )
-    model_dtype = _model_dtype(layout, deployment)
+    model_dtype = pick_model_dtype(layout, deployment)
     cache_dtype = deployment.kv_cache_dtype
-    kv_dtype = model_dtype if cache_dtype == "auto" else _KV_CACHE_DTYPES[cache_dtype]
+    kv_dtype = model_dtype if cache_dtype == "auto" else KV_CACHE_DTYPES[cache_dtype]
     ssm_name = deployment.mamba_ssm_cache_dtype
     if ssm_name == "auto":
         ssm_name = layout.ssm_cache_dtype or "auto"
-    ssm_dtype = model_dtype if ssm_name == "auto" else _MODEL_DTYPES[ssm_name]
-    max_model_len = _max_model_len(layout, deployment, rules)
+    ssm_dtype = model_dtype if ssm_name == "auto" else MODEL_DTYPES[ssm_name]
+    max_model_len = pick_max_model_len(layout, deployment, rules)
     requested_block_size = deployment.block_size or backend.default_block_size
     block_size = requested_block_size
     alignment = backend.kernel_block_alignment
@@ -342,7 +250,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
 
     mamba_layers = layout.mamba_layers
     attention_layers = layout.attention_layers
-    prefix_caching, mamba_mode = _prefix_and_mamba_mode(layout, deployment, rules)
+    prefix_caching, mamba_mode = pick_prefix_and_mamba_mode(layout, deployment, rules)
     mamba_state = 0
     mamba_padded: int | None = None
     if mamba_layers:
@@ -430,7 +338,7 @@ def derive_kv_cache_specs(layout: ModelLayout, deployment: Deployment) -> Derive
         disable_hybrid_kv_cache_manager=not deployment.enable_hybrid_kv_cache_manager,
         max_num_batched_tokens=deployment.max_num_batched_tokens,
         max_num_encoder_input_tokens=deployment.max_num_batched_tokens,
-        async_scheduling=_async_scheduling(layout, deployment, rules),
+        async_scheduling=pick_async_scheduling(layout, deployment, rules),
         use_v2_model_runner=uses_model_runner_v2(rules, deployment.speculative_method),
         vllm_version=rules.vllm_version,
         kv_connector_extra_config=deployment.kv_connector_extra_config,
