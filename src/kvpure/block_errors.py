@@ -7,7 +7,7 @@ class objects.
 
 from __future__ import annotations
 
-from kvpure.errors import KVPureRuntimeError, KVPureValueError
+from kvpure.error_roots import KVPureRuntimeError, KVPureValueError
 
 __all__ = [
     "BlockAlreadyQueuedError",

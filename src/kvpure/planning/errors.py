@@ -8,7 +8,7 @@ exception vLLM raises; the inputs are attributes. Import them from
 
 from __future__ import annotations
 
-from kvpure.errors import KVPureNotImplementedError, KVPureValueError, format_gib
+from kvpure.error_roots import KVPureNotImplementedError, KVPureValueError, format_gib
 
 __all__ = [
     "AutoFitError",
