@@ -144,7 +144,8 @@ def test_help_imports_no_planning_cache_hashing_or_memory_module() -> None:
         "heavy = ('kvpure.planning', 'kvpure.specs', 'kvpure.cache', 'kvpure.hashing',\n"
         "         'kvpure.memory_profile', 'kvpure.models', 'kvpure.serve', 'kvpure.report',\n"
         "         'kvpure.events', 'kvpure.interop', 'pyrsistent', 'beartype')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+        "print(sorted(m for m in sys.modules if m in heavy or m.startswith(\n"
+        "    tuple(h + '.' for h in heavy))))\n"
     )
     assert _clean(code) == "[]"
 

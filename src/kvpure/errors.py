@@ -18,7 +18,7 @@ message), and every error pickles with those attributes intact.
     └── KVPureRuntimeError (RuntimeError)
 
 The roots live in ``kvpure.error_roots``, the core's leaves in their areas' modules
-(specs and planning in ``kvpure.planning.errors``, the free block queue and block tables
+(specs and planning in ``kvpure.planning_errors``, the free block queue and block tables
 in ``kvpure.block_errors``); all are re-exported here, the same class objects.
 ``kvpure.models``, ``kvpure.cli`` and ``kvpure_gpu`` keep theirs in their own ``errors``
 modules, under the same root.
@@ -50,7 +50,7 @@ from kvpure.error_roots import (
     KVPureValueError,
     format_gib,
 )
-from kvpure.planning.errors import (
+from kvpure.planning_errors import (
     AutoFitError,
     ContextParallelUnsupportedError,
     HybridPromotionError,

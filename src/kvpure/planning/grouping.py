@@ -17,7 +17,6 @@ from kvpure.errors import (
     HybridUnificationError,
     PageSizeUnificationError,
     PlanningAssertionError,
-    SpecMergeError,
 )
 from kvpure.planning.grouping_dsv4 import (
     annotate_eagle_groups_deepseek_v4,
@@ -28,7 +27,11 @@ from kvpure.planning.grouping_promote import (
     ensure_min_page_size,
     hidden_state_block_size,
     merge_compatible_buckets,
+    merged_if_uniform,
     promote_local_kv_cache_specs,
+)
+from kvpure.planning.grouping_promote import (
+    is_kv_cache_spec_uniform as is_kv_cache_spec_uniform,
 )
 from kvpure.planning.inputs import check_settings, layer_specs_checked
 from kvpure.planning.values import new_kv_cache_group
@@ -80,19 +83,6 @@ class KVCacheGrouping:
     groups: tuple[KVCacheGroupSpec, ...]
     padding: tuple[PaddingFact, ...] = ()
     hybrid_specs_converted: bool = False
-
-
-def is_kv_cache_spec_uniform(specs: LayerMap[KVCacheSpec]) -> bool:
-    """Whether all layers merge into one spec (no layers counts as uniform)."""
-    return not specs or merged_if_uniform(specs) is not None
-
-
-def merged_if_uniform(specs: LayerMap[KVCacheSpec]) -> KVCacheSpec | None:
-    """The one spec all of ``specs`` (at least one layer) merge into; None if they do not."""
-    try:
-        return merge_specs(specs.ordered_values())
-    except SpecMergeError:
-        return None
 
 
 def is_kv_cache_page_size_uniform(specs: LayerMap[KVCacheSpec]) -> bool:

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from kvpure.errors import HybridPromotionError, KVPureValueError
+from kvpure.errors import HybridPromotionError, KVPureValueError, SpecMergeError
 from kvpure.specs import (
     AttentionSpec,
     ChunkedLocalAttentionSpec,
@@ -51,9 +51,20 @@ def replace_as(spec: KVCacheSpec, target: type[KVCacheSpec], **changes: object) 
     return build(**kwargs)
 
 
-def _uniform(specs: LayerMap[KVCacheSpec]) -> bool:
-    from kvpure.planning.grouping import is_kv_cache_spec_uniform  # circle
+def is_kv_cache_spec_uniform(specs: LayerMap[KVCacheSpec]) -> bool:
+    """Whether all layers merge into one spec (no layers counts as uniform)."""
+    return not specs or merged_if_uniform(specs) is not None
 
+
+def merged_if_uniform(specs: LayerMap[KVCacheSpec]) -> KVCacheSpec | None:
+    """The one spec all of ``specs`` (at least one layer) merge into; None if they do not."""
+    try:
+        return merge_specs(specs.ordered_values())
+    except SpecMergeError:
+        return None
+
+
+def _uniform(specs: LayerMap[KVCacheSpec]) -> bool:
     return is_kv_cache_spec_uniform(specs) or UniformTypeKVCacheSpecs.is_uniform_type(
         specs, mamba_states_match=True
     )
