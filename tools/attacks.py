@@ -34,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attack_cases import ATTACKS, EX, ROOT, Attack
+from attack_builders import EX, ROOT, Attack
+from attack_cases import ATTACKS
 
 MEMORY_LIMIT = 3 << 30
 
