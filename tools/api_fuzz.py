@@ -21,6 +21,7 @@ Run: ``PYTHONPATH=src python tools/api_fuzz.py [--api-only|--cli-only] [-v]``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"  # --src: audit another checkout's sources (a before/after count)
 
-from api_fuzz_table import ENTRIES, SETUP  # noqa: E402
+from api_fuzz_table import ENTRIES, SETUP, Entry  # noqa: E402
 
 RUNNER = """
 import json, sys
@@ -55,13 +56,15 @@ print(json.dumps(results))
 """
 
 
-def run_api(verbose: bool) -> dict[str, int]:
+def run_api(
+    verbose: bool, entries: tuple[Entry, ...] = ENTRIES, setup_source: str = SETUP
+) -> dict[str, int]:
     cases: list[tuple[str, str, str, str]] = []
-    for entry in ENTRIES:
+    for entry in entries:
         for param, bad, source in entry.cases():
             cases.append((entry.name, param, bad, source))
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as setup:
-        setup.write(SETUP)
+        setup.write(setup_source)
     setup_file = Path(setup.name)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(
@@ -140,20 +143,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--api-only", action="store_true")
     parser.add_argument("--cli-only", action="store_true")
+    parser.add_argument("--gpu-only", action="store_true", help="only kvpure_gpu (needs torch)")
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--src", type=Path, default=None, help="the kvpure sources to audit")
     args = parser.parse_args()
     if args.src is not None:
         global SRC
         SRC = args.src.resolve()
-    if not args.cli_only:
+    if not args.cli_only and not args.gpu_only:
         counts = run_api(args.verbose)
         print(
             f"API: {len(ENTRIES)} entry points, {counts['typed']} typed / "
             f"{counts['untyped']} untyped / {counts['accepted']} accepted"
             f" ({counts['good_broken']} good calls failed)"
         )
-    if not args.api_only:
+    run_gpu = args.gpu_only or not (args.api_only or args.cli_only)
+    if run_gpu and importlib.util.find_spec("torch") is not None:
+        from api_fuzz_gpu import GPU_ENTRIES, GPU_SETUP
+
+        gpu = run_api(args.verbose, GPU_ENTRIES, GPU_SETUP)
+        print(
+            f"GPU API: {len(GPU_ENTRIES)} entry points, {gpu['typed']} typed / "
+            f"{gpu['untyped']} untyped / {gpu['accepted']} accepted"
+            f" ({gpu['good_broken']} good calls failed)"
+        )
+    if not args.api_only and not args.gpu_only:
         cli = run_cli(args.verbose)
         print(
             f"CLI: {len(CLI_CASES)} cases, {cli['typed']} typed / {cli['untyped']} untyped / "

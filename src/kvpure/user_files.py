@@ -11,6 +11,7 @@ folder is refused the same way, naming what was expected.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -18,7 +19,14 @@ from typing import BinaryIO
 
 from kvpure.errors import InvalidFieldError
 
-__all__ = ["NotARegularFileError", "open_regular", "read_regular_bytes", "read_regular_text"]
+__all__ = [
+    "NotARegularFileError",
+    "check_writable_target",
+    "open_regular",
+    "open_regular_for_writing",
+    "read_regular_bytes",
+    "read_regular_text",
+]
 
 
 class NotARegularFileError(InvalidFieldError):
@@ -69,6 +77,81 @@ def open_regular(path: str | os.PathLike[str], field: str | None = None) -> Bina
     except BaseException:
         os.close(descriptor)
         raise
+
+
+def open_regular_for_writing(
+    path: str | os.PathLike[str], field: str, *, append: bool = False
+) -> BinaryIO:
+    """``path`` opened for writing in binary (created if missing), if it is a regular file.
+
+    Opening a named pipe for writing blocks until a reader comes, and writing to
+    a device goes nowhere or fills it: both are refused without blocking
+    (``O_NONBLOCK``: a pipe without a reader fails at once), as
+    :func:`open_regular` refuses them for reading.
+    """
+    _check_nul(path, field)
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | (os.O_APPEND if append else 0)
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except IsADirectoryError:
+        raise NotARegularFileError(
+            field=field, value="a folder", reason="is not a regular file; name a file"
+        ) from None
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a named pipe nobody reads
+            raise NotARegularFileError(
+                field=field,
+                value="a named pipe",
+                reason="is not a regular file; pipes, devices and sockets are refused",
+            ) from None
+        raise
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFileError(
+                field=field,
+                value=_kind(mode),
+                reason="is not a regular file; pipes, devices and sockets are refused",
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)
+        if not append:
+            os.ftruncate(descriptor, 0)
+        return os.fdopen(descriptor, "ab" if append else "wb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def check_writable_target(path: str | os.PathLike[str], field: str) -> None:
+    """Refuse at once an output path that exists and is not a regular file (checked again
+    when it is opened, by :func:`open_regular_for_writing`)."""
+    _check_nul(path, field)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # opening will say why
+    if not stat.S_ISREG(mode):
+        raise NotARegularFileError(
+            field=field,
+            value=_kind(mode),
+            reason="is not a regular file; pipes, devices and sockets are refused",
+        )
+
+
+def _check_nul(path: str | os.PathLike[str], field: str) -> None:
+    if "\0" in os.fspath(path):
+        raise NotARegularFileError(
+            field=field, value=repr(os.fspath(path))[:80], reason="holds a NUL character"
+        )
 
 
 def read_regular_bytes(path: str | os.PathLike[str], limit: int, field: str | None = None) -> bytes:

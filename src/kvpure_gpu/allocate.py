@@ -20,8 +20,10 @@ from types import MappingProxyType
 
 import torch
 
+from kvpure.errors import InvalidFieldError
 from kvpure.runtime_types import typed
 from kvpure.specs.kv_cache_config import KVCacheConfig
+from kvpure_gpu.checks import check_allocation, check_device
 from kvpure_gpu.errors import DeviceUnavailableError, PackedTensorMismatchError
 from kvpure_gpu.single_backing import backing_size, uses_single_backing
 
@@ -50,7 +52,14 @@ class KVCacheBuffers:
 
     def buffer_of(self, layer_name: str) -> torch.Tensor:
         """The raw buffer holding ``layer_name``'s cache."""
-        return self.buffers[self.layer_buffer_index[layer_name]]
+        index = self.layer_buffer_index.get(layer_name) if isinstance(layer_name, str) else None
+        if index is None:
+            raise InvalidFieldError(
+                field="layer_name",
+                value=layer_name,
+                reason=f"names no layer of these buffers ({len(self.layer_buffer_index)} layers)",
+            )
+        return self.buffers[index]
 
 
 @typed
@@ -72,8 +81,9 @@ def allocate_kv_cache_buffers(
     zero_fill: bool = True,
 ) -> KVCacheBuffers:
     """Allocate the raw int8 buffers ``kv_cache_config`` describes on ``device``."""
-    dev = torch.device(device)
+    dev = check_device("device", device)
     require_device(dev)
+    check_allocation(kv_cache_config, dev, planned_bytes(kv_cache_config))
     make = torch.zeros if zero_fill else torch.empty
     if uses_single_backing(kv_cache_config):
         return _single_backing_buffers(
@@ -116,6 +126,16 @@ def allocate_kv_cache_buffers(
         layer_buffer_index=MappingProxyType(layer_buffer),
         layer_tensor_index=MappingProxyType(layer_tensor),
     )
+
+
+def planned_bytes(kv_cache_config: KVCacheConfig) -> int:
+    """Bytes :func:`allocate_kv_cache_buffers` would allocate for ``kv_cache_config``
+    (packed tensors share one buffer; a single-backing plan is one buffer)."""
+    tensors = kv_cache_config.kv_cache_tensors
+    if uses_single_backing(kv_cache_config):
+        return backing_size(kv_cache_config)
+    packed = max((t.size for t in tensors if t.block_stride > 0), default=0)
+    return packed + sum(t.size for t in tensors if t.block_stride == 0)
 
 
 def _single_backing_buffers(kv_cache_config: KVCacheConfig, raw: torch.Tensor) -> KVCacheBuffers:

@@ -22,6 +22,7 @@ from kvpure.block_table import (
 )
 from kvpure.runtime_types import typed
 from kvpure_gpu.allocate import DeviceLike
+from kvpure_gpu.checks import check_device
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +43,7 @@ def block_table_tensor(
     device: DeviceLike = "cpu",
 ) -> torch.Tensor:
     """The int32 block table of kernel block ids, one zero-padded row per request."""
+    device = check_device("device", device)
     width = block_table_width(max_num_blocks_per_req, layout)
     rows = block_table_rows(
         block_ids_per_request, layout, max_num_blocks_per_req=max_num_blocks_per_req
@@ -63,6 +65,7 @@ def slot_mapping_tensor(
     device: DeviceLike = "cpu",
 ) -> torch.Tensor:
     """The int64 slot of every token, ``PAD_SLOT_ID`` for padding and other ranks' tokens."""
+    device = check_device("device", device)
     rows = block_table_rows(block_ids_per_request, layout)
     slots = compute_slot_mapping(rows, req_indices, positions, layout, num_slots=num_slots)
     return torch.tensor(slots, dtype=torch.int64, device=device)
@@ -80,6 +83,7 @@ def batch_block_tables(
     device: DeviceLike = "cpu",
 ) -> BatchBlockTables:
     """Both tensors of one group for a batch (tokens given as request index + position)."""
+    device = check_device("device", device)
     return BatchBlockTables(
         block_table=block_table_tensor(
             block_ids_per_request,

@@ -5,9 +5,15 @@ They share kvpure's root (:class:`kvpure.errors.KVPureError`) and need no torch.
 
 from __future__ import annotations
 
-from kvpure.errors import KVPureNotImplementedError, KVPureRuntimeError, KVPureValueError
+from kvpure.errors import (
+    InvalidFieldError,
+    KVPureNotImplementedError,
+    KVPureRuntimeError,
+    KVPureValueError,
+)
 
 __all__ = [
+    "AllocationTooLargeError",
     "BackingSizeMismatchError",
     "DeviceUnavailableError",
     "KVCacheLayoutError",
@@ -169,3 +175,30 @@ class UnsupportedViewError(KVPureNotImplementedError):
         super().__init__(f"layer {layer_name!r}: no KV-cache view for it: {reason}")
         self.layer_name = layer_name
         self.reason = reason
+
+
+class AllocationTooLargeError(InvalidFieldError):
+    """A plan's buffers exceed what the device could ever hold; refused before allocating.
+
+    An :class:`~kvpure.errors.InvalidFieldError` naming ``kv_cache_config.kv_cache_tensors``
+    (the sizes at fault); ``total_bytes`` is what the plan asks for and
+    ``capacity_bytes`` the device's total memory (or torch's size limit).
+    """
+
+    def __init__(
+        self, *, device: str, num_blocks: int, total_bytes: int, capacity_bytes: int
+    ) -> None:
+        super().__init__(
+            field="kv_cache_config.kv_cache_tensors",
+            value=f"{total_bytes} bytes for {num_blocks} blocks",
+            reason=(
+                f"the buffers need more than device {device!r} can hold ({capacity_bytes} "
+                "bytes); plan for this device's memory (fewer blocks) or use device='meta'"
+                if device != "meta"
+                else f"the buffers exceed torch's size limit of {capacity_bytes} bytes"
+            ),
+        )
+        self.device = device
+        self.num_blocks = num_blocks
+        self.total_bytes = total_bytes
+        self.capacity_bytes = capacity_bytes

@@ -35,6 +35,7 @@ from kvpure.specs import (
 )
 from kvpure.specs.kv_cache_config import KVCacheConfig
 from kvpure_gpu.allocate import DeviceLike, KVCacheBuffers, allocate_kv_cache_buffers
+from kvpure_gpu.checks import check_kernel_block_sizes, check_layouts
 from kvpure_gpu.dtypes import to_torch_dtype
 from kvpure_gpu.errors import LayerWithoutGroupError, LayerWithoutTensorError, UnsupportedViewError
 from kvpure_gpu.layouts import KVCacheLayout
@@ -196,7 +197,7 @@ def select_kernel_block_sizes(
     over their layers' layouts; Mamba and encoder-only groups keep their
     block size.
     """
-    overrides = layouts if layouts is not None else {}
+    overrides = check_layouts(layouts)
     sizes = []
     for group in kv_cache_config.kv_cache_groups:
         spec = group.kv_cache_spec
@@ -232,14 +233,8 @@ def bind_kv_cache_views(
     if kernel_block_sizes is None:
         kernels = tuple(g.kv_cache_spec.block_size for g in groups)
     else:
-        kernels = tuple(kernel_block_sizes)
-        if len(kernels) != len(groups):
-            raise InvalidFieldError(
-                field="kernel_block_sizes",
-                value=kernels,
-                reason=f"must have one entry per KV-cache group ({len(groups)})",
-            )
-    overrides = layouts if layouts is not None else {}
+        kernels = check_kernel_block_sizes(kernel_block_sizes, len(groups))
+    overrides = check_layouts(layouts)
     if uses_single_backing(kv_cache_config):
         if overrides:
             raise InvalidFieldError(
@@ -354,6 +349,9 @@ def materialize_kv_cache(
     kernel_block_sizes: Sequence[int] | None = None,
 ) -> KVCache:
     """Allocate ``kv_cache_config``'s buffers on ``device`` and view every layer."""
+    check_layouts(layouts)
+    if kernel_block_sizes is not None:
+        check_kernel_block_sizes(kernel_block_sizes, len(kv_cache_config.kv_cache_groups))
     buffers = allocate_kv_cache_buffers(kv_cache_config, device, zero_fill=zero_fill)
     return bind_kv_cache_views(
         kv_cache_config,

@@ -16,6 +16,9 @@ from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_int
 from kvpure.runtime_types import typed
 
+MAX_DIM = 2**62
+"""The largest dimension of a view (torch sizes are signed 64-bit)."""
+
 
 class KVCacheLayout(enum.Enum):
     """How one attention layer's pages are shaped.
@@ -35,6 +38,15 @@ class KVCacheLayout(enum.Enum):
     FLASH_ATTN_HND = "flash_attn_hnd"
     KV_FIRST = "kv_first"
     MLA = "mla"
+
+    @classmethod
+    def _missing_(cls, value: object) -> KVCacheLayout:
+        """``KVCacheLayout("nope")`` raises kvpure's typed error naming ``layout``."""
+        raise InvalidFieldError(
+            field="layout",
+            value=value,
+            reason="must be one of " + ", ".join(repr(m.value) for m in cls),
+        )
 
     @property
     def backend_name(self) -> str:
@@ -60,6 +72,10 @@ class KVCacheLayout(enum.Enum):
         self, num_blocks: int, block_size: int, num_kv_heads: int, head_size: int
     ) -> tuple[int, ...]:
         """The backend's logical shape for ``num_blocks`` kernel blocks."""
+        check_int("num_blocks", num_blocks, minimum=0, maximum=MAX_DIM)
+        check_int("block_size", block_size, minimum=1, maximum=MAX_DIM)
+        check_int("num_kv_heads", num_kv_heads, minimum=1, maximum=MAX_DIM)
+        check_int("head_size", head_size, minimum=1, maximum=MAX_DIM)
         if self is KVCacheLayout.KV_FIRST:
             return (2, num_blocks, block_size, num_kv_heads, head_size)
         if self is KVCacheLayout.MLA:

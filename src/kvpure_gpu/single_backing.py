@@ -38,6 +38,7 @@ from kvpure.specs import (
     UniformTypeKVCacheSpecs,
 )
 from kvpure.specs.kv_cache_config import KVCacheConfig, KVCacheTensor
+from kvpure_gpu.checks import check_kernel_block_sizes, check_raw_buffer
 from kvpure_gpu.dtypes import to_torch_dtype
 from kvpure_gpu.errors import (
     BackingSizeMismatchError,
@@ -240,6 +241,8 @@ def single_backing_views(
     Maps layer name -> ``(group index, tensor index, view)``;
     ``kernel_block_sizes`` has one entry per KV-cache group.
     """
+    check_raw_buffer("raw", raw)
+    kernels = check_kernel_block_sizes(kernel_block_sizes, len(kv_cache_config.kv_cache_groups))
     out: dict[str, tuple[int, int, torch.Tensor]] = {}
     for t_index, tensor in enumerate(kv_cache_config.kv_cache_tensors):
         if not tensor.shared_by:
@@ -250,9 +253,7 @@ def single_backing_views(
                 reason="host-resident (HiSparse) tensors address a host pool kvpure does not plan",
             )
         g_index, spec = tensor_layer_spec(kv_cache_config, t_index)
-        views = _tensor_views(
-            raw, tensor, spec, kv_cache_config.num_blocks, kernel_block_sizes[g_index]
-        )
+        views = _tensor_views(raw, tensor, spec, kv_cache_config.num_blocks, kernels[g_index])
         for name, view in zip(tensor.shared_by, views, strict=True):
             out[name] = (g_index, t_index, view)
     return MappingProxyType(out)

@@ -26,7 +26,16 @@ from dataclasses import dataclass
 
 import torch
 
+from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.field_checks import check_instance, check_int, check_str
 from kvpure.runtime_types import typed
+from kvpure_gpu.checks import (
+    MAX_KERNEL_BLOCK_SIZE,
+    MAX_TENSOR_BYTES,
+    check_raw_buffer,
+    check_tensor,
+)
+from kvpure_gpu.dtypes import from_torch_dtype
 from kvpure_gpu.errors import (
     KernelBlockSizeError,
     LayoutCannotExpressPageError,
@@ -42,6 +51,12 @@ class Packing:
 
     offset_bytes: int
     block_stride_bytes: int
+
+    def __post_init__(self) -> None:
+        check_int("offset_bytes", self.offset_bytes, minimum=0, maximum=MAX_TENSOR_BYTES)
+        check_int(
+            "block_stride_bytes", self.block_stride_bytes, minimum=1, maximum=MAX_TENSOR_BYTES
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +78,21 @@ class AttentionGeometry:
     data_bytes: int
     page_size_bytes: int
 
+    def __post_init__(self) -> None:
+        check_str("layer_name", self.layer_name)
+        check_instance("layout", self.layout, KVCacheLayout, "a KVCacheLayout")
+        check_instance("dtype", self.dtype, torch.dtype, "a torch.dtype")
+        from_torch_dtype(self.dtype)  # one kvpure can lay out
+        for field in (
+            "block_size",
+            "storage_block_size",
+            "num_kv_heads",
+            "head_size",
+            "data_bytes",
+            "page_size_bytes",
+        ):
+            check_int(field, getattr(self, field), minimum=1, maximum=MAX_TENSOR_BYTES)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MambaGeometry:
@@ -72,6 +102,24 @@ class MambaGeometry:
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[torch.dtype, ...]
     page_size_bytes: int
+
+    def __post_init__(self) -> None:
+        check_str("layer_name", self.layer_name)
+        for field, items in (("shapes", self.shapes), ("dtypes", self.dtypes)):
+            if not isinstance(items, tuple) or not items:
+                raise FieldTypeError(field=field, value=items, reason="must be a non-empty tuple")
+        for i, shape in enumerate(self.shapes):
+            check_instance(f"shapes[{i}]", shape, tuple, "a tuple of ints")
+            for j, dim in enumerate(shape):
+                check_int(f"shapes[{i}][{j}]", dim, minimum=1, maximum=MAX_TENSOR_BYTES)
+        for i, dtype in enumerate(self.dtypes):
+            check_instance(f"dtypes[{i}]", dtype, torch.dtype, "a torch.dtype")
+            from_torch_dtype(dtype)
+        if len(self.dtypes) != len(self.shapes):
+            raise InvalidFieldError(
+                field="dtypes", value=self.dtypes, reason="must have one dtype per shape"
+            )
+        check_int("page_size_bytes", self.page_size_bytes, minimum=1, maximum=MAX_TENSOR_BYTES)
 
 
 def _num_blocks(raw: torch.Tensor, layer_name: str, block_bytes: int) -> int:
@@ -124,6 +172,8 @@ def attention_view(
     kv-first layout so each block's K and V are contiguous, as vLLM does for
     hybrid models; for block-first layouts it changes nothing.
     """
+    check_raw_buffer("raw", raw)
+    check_int("kernel_block_size", kernel_block_size, minimum=1, maximum=MAX_KERNEL_BLOCK_SIZE)
     g = geometry
     name = g.layer_name
     itemsize = g.dtype.itemsize
@@ -198,6 +248,7 @@ def mamba_state_views(
     raw: torch.Tensor, geometry: MambaGeometry, *, packing: Packing | None = None
 ) -> tuple[torch.Tensor, ...]:
     """The layer's state tensors, ``(num_blocks, *shape_i)`` each, aliasing ``raw``."""
+    check_raw_buffer("raw", raw)
     g = geometry
     name = g.layer_name
     block_bytes = packing.block_stride_bytes if packing is not None else g.page_size_bytes
@@ -236,6 +287,7 @@ def mamba_state_views(
 
 def byte_offset(view: torch.Tensor) -> int:
     """Bytes from the start of the view's storage to its first element (any device)."""
+    check_tensor("view", view)
     return int(view.storage_offset()) * view.element_size()
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Final, Protocol, runtime_checkable
 
 from kvpure.errors import InvalidFieldError
+from kvpure.json_bounds import check_bounds, int_hook_needed, too_many_digits
 
 __all__ = ["MAX_LINE_BYTES", "ByteReader", "json_array_items", "json_lines", "parse_json_value"]
 
@@ -49,7 +50,8 @@ def _big_int(text: str) -> int:
     return int(text)
 
 
-_DECODER = json.JSONDecoder(parse_int=_big_int)
+_HOOKED_DECODER = json.JSONDecoder(parse_int=_big_int)
+_C_DECODER = json.JSONDecoder()
 
 
 def _too_deep(where: str) -> InvalidFieldError:
@@ -59,26 +61,28 @@ def _too_deep(where: str) -> InvalidFieldError:
 
 
 def _check_depth(data: object, where: str) -> None:
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            if depth > MAX_JSON_DEPTH:
-                raise _too_deep(where)
-            stack.extend((child, depth + 1) for child in item)
+    wrong = check_bounds(data, max_depth=MAX_JSON_DEPTH, max_int_digits=MAX_INT_DIGITS)
+    if wrong == "nesting":
+        raise _too_deep(where)
+    if wrong is not None:
+        raise InvalidFieldError(field=where, value="a number", reason=wrong)
 
 
 def _decode_at(text: str, pos: int, where: str) -> tuple[object, int]:
+    decoder = _HOOKED_DECODER if int_hook_needed() else _C_DECODER
     try:
-        value, end = _DECODER.raw_decode(text, pos)
+        value, end = decoder.raw_decode(text, pos)
     except RecursionError:
         raise _too_deep(where) from None
     except ValueError as err:
         if isinstance(err, json.JSONDecodeError):
             raise
-        raise InvalidFieldError(field=where, value="a number", reason=str(err)) from None
+        reason = (
+            f"an integer of over 4300 digits (at most {MAX_INT_DIGITS})"
+            if too_many_digits(err)
+            else str(err)
+        )
+        raise InvalidFieldError(field=where, value="a number", reason=reason) from None
     _check_depth(value, where)
     return value, end
 

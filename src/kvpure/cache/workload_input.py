@@ -19,7 +19,7 @@ forms need a tokenizer (``--tokenizer``); see :mod:`kvpure.text`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_optional_seconds
@@ -138,6 +138,8 @@ def parse_messages(data: object, where: str) -> tuple[ChatMessage, ...]:
 def _token_ids(data: object, where: str) -> tuple[int, ...]:
     if not isinstance(data, list) or not data:
         raise _field(where, data, "must be a non-empty list of token ids")
+    if set(map(type, data)) == {int} and min(cast("list[int]", data)) >= 0:  # in C
+        return tuple(data)
     for i, token in enumerate(data):
         if isinstance(token, bool) or not isinstance(token, int) or token < 0:
             raise _field(f"{where}[{i}]", token, "must be an int >= 0")

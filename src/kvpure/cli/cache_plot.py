@@ -16,6 +16,7 @@ from typing import Any
 from kvpure.cache.workload import WorkloadReport
 from kvpure.errors import InvalidFieldError
 from kvpure.text.errors import MissingExtraError
+from kvpure.user_files import check_writable_target, open_regular_for_writing
 
 __all__ = ["PLOT_DPI", "PLOT_SIZE_INCHES", "check_plot_target", "write_hit_rate_plot"]
 
@@ -40,6 +41,7 @@ def check_plot_target(path: str) -> None:
         raise InvalidFieldError(field="--plot", value=path, reason="must name a .png file")
     if not Path(path).parent.is_dir():
         raise InvalidFieldError(field="--plot", value=path, reason="its folder does not exist")
+    check_writable_target(path, "--plot")
     _pyplot()
 
 
@@ -71,6 +73,7 @@ def write_hit_rate_plot(
         axes.grid(True, alpha=0.3)
         axes.legend(loc="lower right")
         axes.set_title(title or "prefix-cache hit rate against KV cache size")
-        figure.savefig(target, format="png", dpi=PLOT_DPI)
+        with open_regular_for_writing(target, "--plot") as out:
+            figure.savefig(out, format="png", dpi=PLOT_DPI)
     finally:
         plt.close(figure)

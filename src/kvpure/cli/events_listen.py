@@ -21,10 +21,10 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kvpure.cli.events_text import describe_event, unknown_fields_json, unknown_fields_text
+from kvpure.errors import InvalidFieldError
 from kvpure.events.errors import EventFrameError, KVEventError
 from kvpure.events.frames import MAX_RECORD_BYTES, capture_record, decode_message
 from kvpure.events.profiles import (
@@ -35,6 +35,7 @@ from kvpure.events.profiles import (
 )
 from kvpure.events.wire import decode_and_detect, decode_report
 from kvpure.interop.kv_events import batch_to_json
+from kvpure.user_files import open_regular_for_writing
 
 if TYPE_CHECKING:
     import zmq
@@ -138,7 +139,15 @@ def run_listen(args: argparse.Namespace) -> int:
         socket.close(linger=0)
         return _error(f"{args.endpoint}: {err}")
     socket.setsockopt(zmq.SUBSCRIBE, topic)
-    capture = Path(args.capture).open("ab") if args.capture else None  # noqa: SIM115
+    try:
+        capture = (
+            open_regular_for_writing(args.capture, "--capture", append=True)
+            if args.capture
+            else None
+        )
+    except (InvalidFieldError, OSError) as err:
+        socket.close(linger=0)
+        return _error(str(err) if isinstance(err, InvalidFieldError) else f"--capture: {err}")
     try:
         return _loop(socket, args, profile, capture)
     finally:

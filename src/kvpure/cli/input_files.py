@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.json_bounds import check_bounds, int_hook_needed, too_many_digits
 from kvpure.user_files import open_regular
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_INT_DIGITS", "MAX_JSON_DEPTH", "read_input_bytes", "read_json"]
@@ -67,20 +68,6 @@ def _big_int(text: str) -> int:
     return int(text)
 
 
-def _depth(data: object) -> int:
-    """The deepest nesting of lists and objects in parsed JSON (iterative: no recursion)."""
-    deepest = 0
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
-
-
 def _too_deep(path: str) -> InvalidFieldError:
     return InvalidFieldError(
         field=path, value="nesting", reason=f"nests deeper than {MAX_JSON_DEPTH} levels"
@@ -90,7 +77,7 @@ def _too_deep(path: str) -> InvalidFieldError:
 def parse_json_text(path: str, text: str) -> object:
     """JSON from ``text`` (read from ``path``), with the bounds above."""
     try:
-        data: object = json.loads(text, parse_int=_big_int)
+        data: object = json.loads(text, parse_int=_big_int if int_hook_needed() else None)
     except RecursionError:
         raise _too_deep(path) from None
     except json.JSONDecodeError as err:
@@ -100,9 +87,17 @@ def parse_json_text(path: str, text: str) -> object:
             reason=f"invalid JSON: {err.msg}",
         ) from None
     except ValueError as err:
-        raise InvalidFieldError(field=path, value="a number", reason=str(err)) from None
-    if _depth(data) > MAX_JSON_DEPTH:
+        reason = (
+            f"an integer of over 4300 digits (at most {MAX_INT_DIGITS})"
+            if too_many_digits(err)
+            else str(err)
+        )
+        raise InvalidFieldError(field=path, value="a number", reason=reason) from None
+    wrong = check_bounds(data, max_depth=MAX_JSON_DEPTH, max_int_digits=MAX_INT_DIGITS)
+    if wrong == "nesting":
         raise _too_deep(path)
+    if wrong is not None:
+        raise InvalidFieldError(field=path, value="a number", reason=wrong)
     return data
 
 

@@ -1,0 +1,300 @@
+"""Issue 24's hostile inputs, items 1-3 (text bounds, escapes, hangs); items 4, 5 and 7 are in
+:mod:`attack_cases_sizes`. :data:`ATTACKS` is all of them, in item order."""
+
+from __future__ import annotations
+
+import json
+
+from attack_builders import (
+    _CHAT,
+    _DEEP,
+    _HUGE,
+    _IDS,
+    _PARENS,
+    LLAMA,
+    MEM,
+    REV,
+    Attack,
+    _both,
+    _chat_workload,
+    _fifo,
+    _hub,
+    _tokenizer,
+    _write,
+)
+from attack_cases_sizes import size_cases
+
+
+def _cases() -> list[Attack]:
+    a: list[Attack] = []
+    # -- item 1: bounded text, tokenizer failures typed -----------------------------------
+    tok = ("--tokenizer", "{d}/tok")
+    a += [
+        Attack(
+            "prompt of 5 MiB",
+            1,
+            ("cache", *LLAMA, *tok, "{d}/w.jsonl"),
+            make=_both(_tokenizer(), _write("w.jsonl", json.dumps({"prompt": "ab " * (2 << 20)}))),
+        ),
+        Attack(
+            "message content of 5 MiB",
+            1,
+            ("cache", *LLAMA, *tok, "{d}/w.jsonl"),
+            make=_both(
+                _tokenizer(),
+                _write(
+                    "w.jsonl",
+                    json.dumps({"messages": [{"role": "user", "content": "ab " * (2 << 20)}]}),
+                ),
+            ),
+        ),
+        Attack(
+            "prompt with a lone surrogate",
+            1,
+            ("cache", *LLAMA, *tok, "{d}/w.jsonl"),
+            make=_both(_tokenizer(), _write("w.jsonl", '{"prompt": "a\\ud800b"}\n')),
+        ),
+        Attack(
+            "message with a lone surrogate",
+            1,
+            ("cache", *LLAMA, *tok, "{d}/w.jsonl"),
+            make=_both(
+                _tokenizer(),
+                _write("w.jsonl", '{"messages": [{"role": "user", "content": "\\udfff"}]}\n'),
+            ),
+        ),
+        Attack(
+            "tokenizer.json not JSON",
+            1,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=_tokenizer(tokenizer__json="{not json"),
+        ),
+        Attack(
+            "tokenizer.json with a model tokenizers panics on",
+            1,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=_tokenizer(
+                tokenizer__json=json.dumps(
+                    {
+                        "version": "1.0",
+                        "model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a"]]},
+                    }
+                )
+            ),
+        ),
+        Attack(
+            "tokenizer.json with an unknown model type",
+            1,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=_tokenizer(tokenizer__json=json.dumps({"model": {"type": "Nope"}})),
+        ),
+        Attack(
+            "tokenizer_config.json a list",
+            1,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=_tokenizer(tokenizer_config__json="[1, 2]"),
+        ),
+        Attack(
+            "tokenizer folder empty",
+            1,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=lambda d: (d / "tok").mkdir(),
+        ),
+    ]
+    # -- item 2: escapes from the Hugging Face cache ------------------------------------
+    hub_env = {"HF_HUB_CACHE": "{d}/hub"}
+    for model in ("org/..", "../org/m", "org/m@..", "org/m@../../outside", "org/m@/etc", "org\\m"):
+        a.append(Attack(f"hub id {model!r}", 2, ("plan", model, *MEM), make=_hub(), env=hub_env))
+    for ref in ("../x", "../../outside", "/etc", "a/b", "..", ".", REV + "\n../x"):
+        a.append(
+            Attack(
+                f"refs/main holds {ref!r}",
+                2,
+                ("plan", "org/m", *MEM),
+                make=_hub(ref=ref),
+                env=hub_env,
+            )
+        )
+    a += [
+        Attack(
+            "a good hub id is found (control)",
+            2,
+            ("plan", "org/m", *MEM),
+            make=_hub(),
+            env=hub_env,
+            expect="works",
+        ),
+        Attack(
+            "snapshot linked outside the cache",
+            2,
+            ("plan", "org/m", *MEM),
+            make=_hub(link="outside"),
+            env=hub_env,
+        ),
+        Attack(
+            "config.json linked outside the cache",
+            2,
+            ("plan", "org/m", *MEM),
+            make=_hub(config_link="{d}/outside/config.json"),
+            env=hub_env,
+        ),
+        Attack(
+            "config.json linked to /etc/passwd",
+            2,
+            ("plan", "org/m", *MEM),
+            make=_hub(config_link="/etc/passwd"),
+            env=hub_env,
+        ),
+        Attack(
+            "cache --model id linked outside",
+            2,
+            ("cache", "--model", "org/m", *MEM, _IDS),
+            make=_hub(link="outside"),
+            env=hub_env,
+        ),
+    ]
+    # -- item 3: hangs: FIFOs and devices, templates, events listen ----------------------
+    for what, argv, name in (
+        ("plan config", ("plan", "{d}/p", *MEM), "p"),
+        ("cache workload", ("cache", *LLAMA, "{d}/p"), "p"),
+        ("cache --model", ("cache", "--model", "{d}/p", *MEM, _IDS), "p"),
+        ("cache --tokenizer", ("cache", *LLAMA, "--tokenizer", "{d}/p", _CHAT), "p"),
+        ("hash request", ("hash", "--seed", "0", "{d}/p"), "p"),
+        ("cache-replay trace", ("cache-replay", "{d}/p"), "p"),
+        ("events decode", ("events", "decode", "{d}/p"), "p"),
+        ("events audit", ("events", "audit", "--algo", "sha256", "{d}/p"), "p"),
+        ("model folder config.json", ("plan", "{d}/m", *MEM), "m/config.json"),
+    ):
+        make = _fifo(name) if "/" not in name else _both(_write("m/x", ""), _fifo(name))
+        a.append(Attack(f"FIFO as {what}", 3, argv, make=make))
+    a += [
+        Attack(
+            "FIFO tokenizer.json",
+            3,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=_tokenizer(tokenizer__json="FIFO"),
+        ),
+        Attack(
+            "FIFO tokenizer_config.json",
+            3,
+            ("cache", *LLAMA, *tok, _CHAT),
+            make=_tokenizer(tokenizer_config__json="FIFO"),
+        ),
+    ]
+    for dev in ("/dev/zero", "/dev/urandom", "/dev/null", "/dev/stdin"):
+        a += [
+            Attack(f"{dev} as plan config", 3, ("plan", dev, *MEM)),
+            Attack(f"{dev} as workload", 3, ("cache", *LLAMA, dev)),
+            Attack(f"{dev} as events capture", 3, ("events", "decode", dev)),
+            Attack(f"{dev} as trace", 3, ("cache-replay", dev)),
+        ]
+    a.append(
+        Attack("/dev/zero as tokenizer", 3, ("cache", *LLAMA, "--tokenizer", "/dev/zero", _CHAT))
+    )
+    templates = {
+        "a 5 MiB literal": _HUGE,
+        "2000 nested ifs": _DEEP,
+        "5000 nested parentheses": _PARENS,
+        "range(10**9)": "{% for i in range(10**9) %}x{% endfor %}",
+        "nested range(10**5) loops": (
+            "{% for i in range(10**5) %}{% for j in range(10**5) %}x{% endfor %}{% endfor %}"
+        ),
+        "'x' * 10**9": "{{ 'x' * 10**9 }}",
+        "10**(10**10)": "{{ 10**(10**10) }}",
+        "doubling a string": "{% set s = namespace(v='x') %}{% for i in range(64) %}"
+        "{% set s.v = s.v ~ s.v %}{% endfor %}{{ s.v }}",
+        "recursive macro": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        "a syntax error": "{% for %}",
+        "an unknown filter": "{{ messages | nope }}",
+        "attribute escape": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "join of a huge list": "{{ ([1] * 10**8) | join(',') }}",
+    }
+    for what, template in templates.items():
+        a.append(
+            Attack(
+                f"chat template: {what}",
+                3,
+                ("cache", *LLAMA, *tok, "{d}/w.jsonl"),
+                make=_both(_tokenizer(template=template), _chat_workload),
+            )
+        )
+    listen = ("events", "listen", "tcp://127.0.0.1:9")
+    for option, value in (
+        ("--timeout", "nan"),
+        ("--timeout", "-1"),
+        ("--timeout", "inf"),
+        ("--timeout", "1e400"),
+        ("--timeout", "-0.0001"),
+        ("--count", "-1"),
+        ("--count", "0"),
+        ("--count", "9" * 40),
+        ("--max-frame-bytes", "-1"),
+        ("--max-frame-bytes", "0"),
+        ("--max-frame-bytes", "nan"),
+        ("--max-frame-bytes", str(2**70)),
+    ):
+        a.append(Attack(f"events listen {option} {value}", 3, (*listen, option, value)))
+    a += [
+        Attack(
+            "events listen endpoint with NUL",
+            3,
+            ("events", "listen", "tcp://a\0b:1", "--timeout", "0"),
+        ),
+        Attack("events listen bad endpoint", 3, ("events", "listen", "nope://x", "--timeout", "0")),
+        Attack(
+            "events listen capture to a FIFO",
+            3,
+            (*listen, "--timeout", "0", "--capture", "{d}/p"),
+            make=_fifo("p"),
+        ),
+        Attack(
+            "events listen capture to /dev/full",
+            3,
+            (*listen, "--timeout", "0", "--capture", "/dev/full"),
+        ),
+        Attack(
+            "cache --plot to a FIFO",
+            3,
+            (
+                "cache",
+                "--model",
+                "{ex}/llama3_8b.json",
+                "--sweep-memory",
+                "1GiB,2GiB",
+                "--plot",
+                "{d}/p.png",
+                _IDS,
+            ),
+            make=_fifo("p.png"),
+        ),
+        Attack(
+            "cache --plot into a missing folder",
+            3,
+            (
+                "cache",
+                "--model",
+                "{ex}/llama3_8b.json",
+                "--sweep-memory",
+                "1GiB,2GiB",
+                "--plot",
+                "{d}/no/p.png",
+                _IDS,
+            ),
+        ),
+        Attack(
+            "events listen capture to a regular file (control)",
+            3,
+            (*listen, "--timeout", "0", "--capture", "{d}/cap.bin"),
+            expect="works",
+            outputs=("cap.bin",),
+        ),
+        Attack(
+            "events listen capture to a folder",
+            3,
+            (*listen, "--timeout", "0", "--capture", "{d}"),
+        ),
+    ]
+    return a
+
+
+ATTACKS: tuple[Attack, ...] = (*_cases(), *size_cases())

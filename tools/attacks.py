@@ -1,0 +1,172 @@
+"""Run the hostile inputs of issue 24 (items 1-5 and 7), each in its own limited process.
+
+Every case of :data:`attack_cases.ATTACKS` builds its files in a fresh folder, then
+runs ``kvpure ARGS`` (or Python code) in a child process limited to
+``--timeout`` seconds (default 10) and 3 GiB of address space
+(``resource.setrlimit``), with its working folder, ``HOME`` and ``TMPDIR`` inside
+the case folder. A case passes when
+
+- ``refused``: the CLI exits 2 with exactly one line on stderr and no traceback
+  (Python code: raises an error under ``kvpure.errors.KVPureError``);
+- ``clean``: the CLI exits 0, or 2 with one line, and no traceback;
+- ``works`` (a control, or hostile bytes that are valid input): the CLI exits 0;
+
+and, for both, nothing was written besides the case's named outputs (the case
+folder, the working folder, ``HOME``, ``TMPDIR`` and the repository's top level
+are compared before and after) and stdout stayed under the case's bound.
+Other outcomes: ``hang`` (killed at the timeout), ``crash`` (a signal or an
+exit code other than 0/1/2, memory included), ``traceback``, ``lines``
+(several lines on stderr), ``accepted`` (exit 0 for a refused case), ``wrote``
+and ``output``.
+
+Run: ``PYTHONPATH=src python tools/attacks.py [-k SUBSTRING] [--timeout S] [--quick] [-v]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attack_builders import EX, ROOT, Attack
+from attack_cases import ATTACKS
+
+MEMORY_LIMIT = 3 << 30
+
+CODE_RUNNER = """
+import sys
+from kvpure.errors import KVPureError
+try:
+    exec(sys.argv[1], {})
+except KVPureError as err:
+    print("typed", type(err).__name__, str(err)[:200].replace(chr(10), " "))
+except BaseException as err:
+    print("untyped", type(err).__module__ + "." + type(err).__name__, str(err)[:200])
+else:
+    print("accepted")
+"""
+
+
+def _limit() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 20, 256 << 20))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _tree(folder: Path) -> set[str]:
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            found.add(os.path.relpath(os.path.join(dirpath, name), folder))
+    return found
+
+
+def run_one(attack: Attack, timeout: float) -> tuple[str, str]:
+    """``(outcome, detail)``: outcome is ``ok`` or what went wrong."""
+    with tempfile.TemporaryDirectory(prefix="kvpure-attack-") as tmp:
+        d = Path(tmp)
+        for sub in ("cwd", "home", "tmp"):
+            (d / sub).mkdir()
+        attack.make(d)
+        before = _tree(d)
+        top_before = set(os.listdir(ROOT))
+
+        def fill(text: str) -> str:
+            return text.replace("{d}", str(d)).replace("{ex}", str(EX))
+
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT / "src")),
+            "HOME": str(d / "home"),
+            "TMPDIR": str(d / "tmp"),
+            "HF_HUB_OFFLINE": "1",
+        }
+        for key in ("HF_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+            env.pop(key, None)
+        env.update({k: fill(v) for k, v in attack.env.items()})
+        if attack.code:
+            argv = [sys.executable, "-c", CODE_RUNNER, attack.code]
+        else:
+            argv = [sys.executable, "-m", "kvpure", *(fill(arg) for arg in attack.argv)]
+        try:
+            done = subprocess.run(
+                argv,
+                input=attack.stdin,
+                capture_output=True,
+                timeout=timeout,
+                cwd=ROOT if not attack.argv or "examples/" in " ".join(attack.argv) else d / "cwd",
+                env=env,
+                preexec_fn=_limit,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return "hang", f"killed after {timeout} s"
+        except ValueError as err:  # a NUL in an argument: the OS cannot even be asked
+            return "ok", f"not runnable: {err}"
+        out = done.stdout.decode("utf-8", "replace")
+        err = done.stderr.decode("utf-8", "replace")
+        lines = [line for line in err.splitlines() if line.strip()]
+        outcome = _judge(attack, done.returncode, out, err, lines)
+        wrote = (_tree(d) - before) - {str(Path(p)) for p in attack.outputs} | (
+            set(os.listdir(ROOT)) - top_before
+        )
+        if outcome == "ok" and wrote:
+            return "wrote", ", ".join(sorted(wrote))[:300]
+        if outcome == "ok" and len(done.stdout) > attack.max_stdout:
+            return "output", f"{len(done.stdout)} bytes on stdout"
+        detail = lines[-1] if lines else (out.strip().splitlines() or [""])[-1]
+        return outcome, f"exit {done.returncode}: {detail[:240]}"
+
+
+def _judge(attack: Attack, rc: int, out: str, err: str, lines: list[str]) -> str:
+    if attack.code:
+        if rc != 0:
+            return "crash"
+        return "ok" if out.startswith("typed") else out.split(" ", 1)[0] or "crash"
+    if "Traceback" in err:
+        return "traceback"
+    if rc not in (0, 1, 2):
+        return "crash"
+    if rc == 0:
+        return "ok" if attack.expect in ("clean", "works") else "accepted"
+    if attack.expect == "works":
+        return "refused"
+    if rc == 1:
+        return "crash"
+    return "ok" if len(lines) == 1 else "lines"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-k", default="", help="run only cases whose name holds this")
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="leave out the heavy cases")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    cases = [a for a in ATTACKS if args.k in a.name and not (args.quick and a.heavy)]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(lambda a: run_one(a, args.timeout), cases))
+    counts: dict[str, int] = {}
+    per_item: dict[int, list[int]] = {}
+    for attack, (outcome, detail) in zip(cases, results, strict=True):
+        counts[outcome] = counts.get(outcome, 0) + 1
+        item = per_item.setdefault(attack.item, [0, 0])
+        item[0] += outcome == "ok"
+        item[1] += 1
+        if outcome != "ok" or args.verbose:
+            print(f"{outcome:9} [{attack.item}] {attack.name}  ->  {detail}")
+    items = ", ".join(f"item {k}: {v[0]}/{v[1]}" for k, v in sorted(per_item.items()))
+    print(f"attacks: {len(cases)} cases, {counts.get('ok', 0)} handled ({items})")
+    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    sys.exit(0 if counts.get("ok", 0) == len(cases) else 1)
+
+
+if __name__ == "__main__":
+    main()
