@@ -1,9 +1,18 @@
-"""Count the bytes vLLM 0.26's own model classes allocate, parameters and buffers.
+"""Count the bytes vLLM's own model classes allocate, parameters and buffers.
 
 Run with vLLM's source on the path (see vllm_model_specs.py):
 
     PYTHONPATH=/work/vllm/0.26.0:/work/oracle_deps python \
         tools/model_configs/vllm_weight_counts.py OUT.json CONFIG.json...
+
+The release is read from ``vllm._version`` and written into OUT.json. vLLM 0.34 runs
+too (``vllm_weight_counts_034.json``): its CPU platform refuses x86 without Triton,
+which the build never calls, so the check is told Triton is there; the wheel's
+``vllm/third_party`` (flash-linear-attention, which the gated-delta-net layers import)
+must be unpacked too: its Python files go to any folder named by
+``VLLM_THIRD_PARTY=DIR/vllm`` (DIR/vllm/third_party/...), which is added to
+``vllm.__path__``. Model classes are inspected in this process, not vLLM's subprocess,
+so that the stubs below apply to them.
 
 (einops in the deps folder, compressed-tensors and loguru for the Qwen3.5/Next classes;
 without torchvision a stub is installed, as transformers' image processors import it at
@@ -78,15 +87,41 @@ def _stub_torchvision() -> None:
 
 _stub_torchvision()
 
+import vllm  # noqa: E402
+from vllm._version import __version__ as VLLM_VERSION  # noqa: E402
+
+if os.environ.get("VLLM_THIRD_PARTY"):
+    vllm.__path__.append(os.environ["VLLM_THIRD_PARTY"])
+
 import vllm.platforms as _platforms  # noqa: E402
 from vllm.platforms.cpu import CpuPlatform  # noqa: E402
 
 _platforms._current_platform = CpuPlatform()
 
+_check_config = CpuPlatform.check_and_update_config.__func__
+
+
+def _check_without_triton(cls: Any, vllm_config: Any) -> None:
+    """vLLM 0.34's CPU check refuses x86 without triton-cpu; nothing here runs a kernel."""
+    import vllm.triton_utils as triton_utils
+
+    saved = triton_utils.HAS_TRITON
+    triton_utils.HAS_TRITON = True
+    try:
+        _check_config(cls, vllm_config)
+    finally:
+        triton_utils.HAS_TRITON = saved
+
+
+CpuPlatform.check_and_update_config = classmethod(_check_without_triton)  # type: ignore[method-assign, assignment]
+
 import vllm.v1.attention.backends.fa_utils as _fa_utils  # noqa: E402
 from vllm.config import CacheConfig, ModelConfig, VllmConfig, set_current_vllm_config  # noqa: E402
 from vllm.distributed import init_distributed_environment, initialize_model_parallel  # noqa: E402
 from vllm.model_executor.model_loader.utils import get_model_architecture  # noqa: E402
+from vllm.model_executor.models import registry as _registry  # noqa: E402
+
+_registry._run_in_subprocess = lambda fn: fn()  # inspect here, where the stubs apply
 
 if not hasattr(_fa_utils, "compile_flash_attn_varlen_func_from_specs"):
     # Defined only where flash-attn is built; MLA's prefill module imports the name.
@@ -176,7 +211,8 @@ def main() -> None:
     with open(sys.argv[1], "w") as handle:
         handle.write(
             json.dumps(
-                {"vllm_version": "0.26.0", "tensor_parallel_size": 1, "models": result}, indent=1
+                {"vllm_version": VLLM_VERSION, "tensor_parallel_size": 1, "models": result},
+                indent=1,
             )
             + "\n"
         )

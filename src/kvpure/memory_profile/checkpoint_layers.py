@@ -16,11 +16,16 @@ from kvpure.models.config import HFConfig
 __all__ = ["attention", "linear", "mamba", "mlp", "moe", "vec"]
 
 _GROUP: Final = 128
+_GATED_OUTPUT: Final = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Families whose attention gates its output when ``attn_output_gate`` (default true):
+``q_proj`` doubles (qwen3_next.py ``Qwen3NextAttention``, reused by qwen3_5.py)."""
 _PER_HEAD_QK_NORM: Final = frozenset(
     {"qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3", "gemma3_text"}
+    | _GATED_OUTPUT
 )
 """Families whose attention normalizes each query and key head (one ``head_dim`` weight
-each: qwen3.py, qwen3_moe.py, gemma3.py; Qwen3-VL's language model is Qwen3's)."""
+each: qwen3.py, qwen3_moe.py, gemma3.py, qwen3_next.py; Qwen3-VL's language model is
+Qwen3's)."""
 _FULL_WIDTH_QK_NORM: Final = frozenset({"olmo2", "olmo3"})
 _OPTIONAL_FULL_WIDTH_QK_NORM: Final = frozenset({"minimax_m2", "cohere", "cohere2"})
 """Families whose q_norm / k_norm span all the query / key heads (olmo3.py, OLMo-2's
@@ -89,7 +94,8 @@ def attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
     nkv = cfg.int_("num_key_value_heads", nh, minimum=1)
     hd = cfg.int_("head_dim", h // nh, minimum=1)
     bias = cfg.bool_("attention_bias", cfg.str_("model_type", "").startswith("qwen2"))
-    out = linear(f"{p}.q_proj", nh * hd, h, quant, dt)
+    gated = cfg.str_("model_type", "") in _GATED_OUTPUT and cfg.bool_("attn_output_gate", True)
+    out = linear(f"{p}.q_proj", nh * hd * (2 if gated else 1), h, quant, dt)
     out += linear(f"{p}.k_proj", nkv * hd, h, quant, dt)
     out += linear(f"{p}.v_proj", nkv * hd, h, quant, dt)
     if bias:
@@ -120,7 +126,9 @@ def mlp(p: str, h: int, inter: int, quant: str, dt: str) -> list[TensorInfo]:
 def moe(cfg: HFConfig, p: str, quant: str, dt: str, *, routed: bool) -> list[TensorInfo]:
     h = cfg.int_("hidden_size", minimum=1)
     experts = num_experts(cfg)
-    inter = cfg.int_("moe_intermediate_size", cfg.int_("intermediate_size", minimum=1), minimum=1)
+    # Qwen3.5-MoE's text_config has no intermediate_size: read it only as the fallback.
+    key = "moe_intermediate_size" if cfg.has("moe_intermediate_size") else "intermediate_size"
+    inter = cfg.int_(key, minimum=1)
     out = [TensorInfo(name=f"{p}.gate.weight", dtype=dt, shape=(experts, h))]
     if routing_bias(cfg):  # float32 in vLLM (model_traits.float32_params)
         out.append(vec(f"{p}.gate.e_score_correction_bias", experts, "F32"))

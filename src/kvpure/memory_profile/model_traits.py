@@ -12,6 +12,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.models.config import HFConfig
 
 __all__ = [
+    "GDN_FAMILIES",
     "float32_params",
     "is_moe_layer",
     "layer_kinds",
@@ -55,6 +56,31 @@ def is_moe_layer(cfg: HFConfig, index: int) -> bool:
     return (index + 1) % step == 0
 
 
+GDN_FAMILIES: Final = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Language models whose ``linear_attention`` layers are gated delta nets (qwen3_next.py,
+qwen3_5.py): :func:`layer_kinds` calls them ``"gdn"``."""
+
+
+def _gdn_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
+    """``layer_types``, else every ``full_attention_interval``-th layer (4) full attention
+    (transformers' ``Qwen3NextConfig`` fills it so)."""
+    if cfg.has("layer_types"):
+        kinds = cfg.str_list("layer_types")
+    else:
+        interval = cfg.int_("full_attention_interval", 4, minimum=1)
+        kinds = tuple(
+            "linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)
+        )
+    if len(kinds) != layers or any(k not in ("linear_attention", "full_attention") for k in kinds):
+        raise InvalidFieldError(
+            field="config.json layer_types",
+            value=str(kinds)[:80],
+            reason=f"must give 'linear_attention' or 'full_attention' for each of the {layers} "
+            "layers",
+        )
+    return tuple("gdn" if k == "linear_attention" else "attention" for k in kinds)
+
+
 _PATTERN_KINDS: Final = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
@@ -72,7 +98,10 @@ def nemotron_h_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
 
 def layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
     """Each decoder layer's mixer: ``"attention"`` or ``"mamba"`` (Nemotron-H: also
-    ``"mlp"`` and ``"moe"``, layers without a token mixer)."""
+    ``"mlp"`` and ``"moe"``, layers without a token mixer; Qwen3-Next / Qwen3.5:
+    ``"gdn"``, a gated delta net)."""
+    if cfg.str_("model_type", "") in GDN_FAMILIES:
+        return _gdn_kinds(cfg, layers)
     if cfg.str_("model_type", "") == "nemotron_h":
         return nemotron_h_kinds(cfg, layers)
     if cfg.str_("model_type", "") == "jamba":  # transformers' JambaConfig.layers_block_type

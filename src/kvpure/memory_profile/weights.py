@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.buffers import model_buffers, rotary_cache_bytes
+from kvpure.memory_profile.buffers import (
+    MROPE_POSITIONS_FACTOR,
+    model_buffers,
+    rotary_cache_bytes,
+)
 from kvpure.memory_profile.checkpoint_tensors import (
     checkpoint_tensors,
     float32_params,
@@ -179,12 +183,20 @@ def worker_weights(
     dtype: str = "auto",
     quantization: str | None = None,
     tensors: tuple[TensorInfo, ...] | None = None,
+    mrope_positions_factor: int = MROPE_POSITIONS_FACTOR,
 ) -> WorkerWeights:
-    """Weight bytes on each worker: exact from ``tensors``, else estimated from config.json."""
+    """Weight bytes on each worker: exact from ``tensors``, else estimated from config.json.
+
+    ``mrope_positions_factor``: the rows of an MRoPE cache per position (vLLM 0.26: 4;
+    0.33-0.34: 1 for Qwen3-VL and Qwen3.5, :data:`~kvpure.memory_profile.buffers.
+    MROPE_POSITIONS_FACTOR`).
+    """
     size = served_dtype_bytes(config, dtype)
     text = language_config(config)
     # Rotary cos/sin caches: buffers vLLM allocates on every worker next to the weights.
-    rotary = rotary_cache_bytes(text, dtype_bytes=size)
+    rotary = rotary_cache_bytes(
+        text, dtype_bytes=size, mrope_positions_factor=mrope_positions_factor
+    )
     from_headers = tensors is not None and quantization is None
     if from_headers:
         mxfp4 = _quant_method(config) == "mxfp4"
