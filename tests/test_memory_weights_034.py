@@ -9,6 +9,8 @@ keeps every parameter and buffer summed per top-level module. Qwen3-Next and Qwe
 Qwen3.6 (dense and MoE) hold gated-delta-net layers
 (:mod:`kvpure.memory_profile.gdn_layers`); vLLM 0.34 builds Qwen3.5's MRoPE cache with one
 row per position (0.26: four), so the comparison passes ``mrope_positions_factor=1``.
+DeepSeek-V3.2 adds its sparse indexer and the indexer's own rotary; Ministral-3 its
+Pixtral rotary's frequency buffers; InternLM2.5's LM head is vLLM's ``output`` module.
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
     tensors = list(checkpoint_tensors(config)) + list(model_buffers(text))
     head = [t for t in tensors if t.name.startswith("lm_head.")]
     language = "language_model" if "language_model" in names else "model"
-    if "lm_head" in names:
+    if "lm_head" in names or "output" in names:
         tensors = [t for t in tensors if not t.name.startswith("lm_head.")]
     rotary = rotary_cache_bytes(text, dtype_bytes=2, mrope_positions_factor=MROPE_FACTOR_034)
     parts = {language: _bytes(tensors, layout) + rotary}
-    if "lm_head" in names:
+    if "lm_head" in names or "output" in names:
         parts["lm_head"] = _bytes(head, layout)
     shape = encoder_shape(config, text.int_("hidden_size", 0))
     if shape is not None:
@@ -73,11 +75,30 @@ def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
     return parts
 
 
-@pytest.mark.parametrize("name", sorted(COUNTS["models"]))
+NOT_YET: dict[str, str] = {
+    "gemma3n_e4b.json": "Gemma-3n's per-layer intermediate sizes, AltUp, LAuReL and "
+    "per-layer embeddings, and its audio tower, are not in kvpure's layout",
+    "kimi_linear_48b_a3b.json": "Kimi-Linear's KDA layers (vLLM 0.34's fused "
+    "in_proj_qkvgfab, float32 conv1d and dt_bias) are not in kvpure's layout",
+}
+"""Models vLLM 0.34 built whose count kvpure does not reach yet (strict xfails)."""
+
+
+def _params() -> list[object]:
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[n]))
+        if n in NOT_YET
+        else n
+        for n in sorted(COUNTS["models"])
+    ]
+
+
+@pytest.mark.parametrize("name", _params())
 def test_each_part_equals_vllm_034s_allocation(name: str) -> None:
     vllm: dict[str, int] = {}
     for part, sizes in COUNTS["models"][name]["parts"].items():
         key = "encoder" if part in ENCODER_PARTS else part
+        key = "lm_head" if key == "output" else key  # internlm2.py names its LM head so
         vllm[key] = vllm.get(key, 0) + sizes["param_bytes"] + sizes["buffer_bytes"]
     config = _config(name)
     assert _kvpure_parts(config, set(COUNTS["models"][name]["parts"])) == vllm
@@ -88,9 +109,16 @@ def test_each_part_equals_vllm_034s_allocation(name: str) -> None:
 def test_the_034_counts_name_their_release() -> None:
     assert COUNTS["vllm_version"] == "0.34.0"
     assert COUNTS["tensor_parallel_size"] == 1
-    assert {"qwen3_next_80b_a3b.json", "qwen3_5_4b.json", "qwen3_6_35b_a3b.json"} <= set(
-        COUNTS["models"]
-    )
+    assert set(COUNTS["models"]) == {
+        "qwen3_next_80b_a3b.json",
+        "qwen3_5_4b.json",
+        "qwen3_6_35b_a3b.json",
+        "ministral_3_3b.json",
+        "gemma3n_e4b.json",
+        "internlm2_5_7b.json",
+        "deepseek_v3_2_exp.json",
+        "kimi_linear_48b_a3b.json",
+    }  # InternLM (v1): vLLM dropped InternLMForCausalLM after 0.23
 
 
 def test_a_gated_delta_net_layer_by_hand() -> None:

@@ -19,6 +19,8 @@ The number of positions depends on the scaling type (vLLM 0.34 files):
 - ``yarn`` and ``deepseek_yarn``: ``original_max_position_embeddings x factor``
   (``yarn_scaling_rope.py``, ``deepseek_scaling_rope.py``; ``get_rope`` passes
   the original length as ``max_position``);
+- DeepSeek-V3.2: a second cache of the same size for the sparse indexer
+  (``indexer_rope_emb``, deepseek_v2.py);
 - ``longrope``: a short and a long table stacked, ``original_max_position_embeddings +
   max_position_embeddings`` rows (``phi3_long_rope_scaled_rope.py``).
 
@@ -148,7 +150,10 @@ def rotary_caches(
     top_original = cfg.int_("original_max_position_embeddings", max_position, minimum=1)
     rows = _positions(scaling, max_position, top_original, mrope_positions_factor)
     caches = [(rows, dim, size)]
-    if family in _TWO_ROTARIES:
+    if cfg.has("index_topk") and cfg.has("kv_lora_rank"):
+        # DeepSeek-V3.2's indexer has its own rotary (not neox-style: another key).
+        caches.append((rows, dim, size))
+    elif family in _TWO_ROTARIES:
         # The sliding layers' rotary: another base frequency, so another _ROPE_DICT key.
         caches.append((max_position, dim, size))
     elif family in _UNSCALED_SLIDING and scaling.get("rope_type", scaling.get("type")):

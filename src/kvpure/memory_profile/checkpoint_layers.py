@@ -90,6 +90,8 @@ def attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
         out += linear(f"{p}.kv_a_proj_with_mqa", rank + rope, h, quant, dt)
         out.append(vec(f"{p}.kv_a_layernorm.weight", rank, dt))
         out += linear(f"{p}.kv_b_proj", nh * (nope + v), rank, quant, dt)
+        if cfg.has("index_topk") and q_rank is not None:
+            out += _indexer(cfg, f"{p}.indexer", h, q_rank, quant, dt)
         return out + linear(f"{p}.o_proj", h, nh * v, quant, dt)
     nkv = cfg.int_("num_key_value_heads", nh, minimum=1)
     hd = cfg.int_("head_dim", h // nh, minimum=1)
@@ -113,6 +115,19 @@ def attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
     ):
         out += [vec(f"{p}.q_norm.weight", nh * hd, dt), vec(f"{p}.k_norm.weight", nkv * hd, dt)]
     return out + linear(f"{p}.o_proj", h, nh * hd, quant, dt)
+
+
+def _indexer(cfg: HFConfig, p: str, h: int, q_rank: int, quant: str, dt: str) -> list[TensorInfo]:
+    """DeepSeek-V3.2's sparse-attention indexer (deepseek_v2.py ``Indexer``): ``wq_b``
+    (``index_n_heads x index_head_dim`` from the query latent), ``wk`` and
+    ``weights_proj`` (vLLM fuses them as ``wk_weights_proj``), and ``k_norm``, a
+    LayerNorm with a bias that vLLM keeps in float32 (``model_traits.float32_params``)."""
+    heads = cfg.int_("index_n_heads", minimum=1)
+    dim = cfg.int_("index_head_dim", minimum=1)
+    out = linear(f"{p}.wq_b", heads * dim, q_rank, quant, dt)
+    out += linear(f"{p}.wk", dim, h, quant, dt)
+    out += [vec(f"{p}.k_norm.{n}", dim, dt) for n in ("weight", "bias")]
+    return out + linear(f"{p}.weights_proj", heads, h, "none", dt)
 
 
 def mlp(p: str, h: int, inter: int, quant: str, dt: str) -> list[TensorInfo]:

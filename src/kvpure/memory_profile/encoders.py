@@ -204,6 +204,7 @@ def encoder_buffer_bytes(config: HFConfig, *, dtype_bytes: int) -> int:
     - Qwen2/2.5/3-VL: the vision rotary's cos/sin cache, 8192 positions x half the
       vision head size, in the model dtype;
     - Gemma-3 (SigLIP): ``position_ids``, one int64 per patch (siglip.py);
+    - Mistral-3 (Pixtral): the rotary's ``inv_freq`` and ``original_inv_freq``, float32;
     - Llama-4: the 2D vision rotary, one complex64 per (patch + class token) and
       quarter head size pair (``Llama4VisionRotaryEmbedding._compute_cos_sin_cache``).
     """
@@ -230,6 +231,11 @@ def encoder_buffer_bytes(config: HFConfig, *, dtype_bytes: int) -> int:
     patches = (image // patch) ** 2
     if family.startswith("gemma3"):
         return patches * 8
+    if family.startswith(("mistral3", "ministral3")) or vision.str_("model_type", "") == "pixtral":
+        # transformers' PixtralRotaryEmbedding (which pixtral.py builds): inv_freq and
+        # original_inv_freq, half the head size each, float32 (transformers 5.x).
+        dim = vision.int_("head_dim", head_dim)
+        return 2 * (dim // 2) * 4
     if family.startswith("llama4"):
         return (patches + 1) * (head_dim // 2) * 8
     return 0

@@ -143,12 +143,15 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
     - the Mamba mixers' ``A`` (``A_log`` in the checkpoint), one per head (Mamba2) or per
       channel and state (Mamba);
     - GLM-4.5's and MiniMax-M2's router ``gate.weight`` (an ``nn.Linear`` / ``GateLinear``
-      built with ``dtype=torch.float32``).
+      built with ``dtype=torch.float32``);
+    - DeepSeek-V3.2's indexer ``k_norm`` weight and bias (a float32 LayerNorm).
     """
     family = cfg.str_("model_type", "")
     out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
     if family in ("glm4_moe", "minimax_m2"):
         out.add("gate.weight")
+    if cfg.has("index_topk"):  # DeepSeek-V3.2's indexer LayerNorm (deepseek_v2.py)
+        out |= {"k_norm.weight", "k_norm.bias"}
     if _routing_bias(cfg):
         out.add("gate.e_score_correction_bias")
     return frozenset(out)
