@@ -10,7 +10,8 @@ Qwen3.6 (dense and MoE) hold gated-delta-net layers
 (:mod:`kvpure.memory_profile.gdn_layers`); vLLM 0.34 builds Qwen3.5's MRoPE cache with one
 row per position (0.26: four), so the comparison passes ``mrope_positions_factor=1``.
 DeepSeek-V3.2 adds its sparse indexer and the indexer's own rotary; Ministral-3 its
-Pixtral rotary's frequency buffers; InternLM2.5's LM head is vLLM's ``output`` module.
+Pixtral rotary's frequency buffers; InternLM2.5's LM head is vLLM's ``output`` module;
+Kimi-Linear its KDA layers (:func:`kvpure.memory_profile.gdn_layers.kimi_delta_attention`).
 """
 
 from __future__ import annotations
@@ -78,8 +79,6 @@ def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
 NOT_YET: dict[str, str] = {
     "gemma3n_e4b.json": "Gemma-3n's per-layer intermediate sizes, AltUp, LAuReL and "
     "per-layer embeddings, and its audio tower, are not in kvpure's layout",
-    "kimi_linear_48b_a3b.json": "Kimi-Linear's KDA layers (vLLM 0.34's fused "
-    "in_proj_qkvgfab, float32 conv1d and dt_bias) are not in kvpure's layout",
 }
 """Models vLLM 0.34 built whose count kvpure does not reach yet (strict xfails)."""
 

@@ -32,6 +32,8 @@ the pipeline stage of their layer:
   ``_prob_scale`` (``set_default_quant_scales(register_buffer=True)`` in
   vllm/model_executor/layers/attention/attention.py, for ``Attention`` and
   ``MLAAttention``; Whisper: its decoder's self- and cross-attention, not the encoder's);
+- Kimi-Linear's MLA layers: a fifth, ``_one_scale`` (one float32; vLLM 0.34's
+  vllm/models/kimi_k3/nvidia/model.py);
 - Gemma's embedding ``normalizer``, one scalar in the model dtype (gemma.py, gemma2.py,
   gemma3.py);
 - Falcon-H1's ``mup_vector`` per layer, the width of the Mamba2 ``in_proj`` output in the
@@ -189,6 +191,12 @@ def model_buffers(cfg: HFConfig) -> tuple[TensorInfo, ...]:
         if kind == "attention"
         for scale in _ATTENTION_SCALES
     ]
+    if cfg.str_("model_type", "") == "kimi_linear":  # vLLM 0.34 kimi_k3: one more scale
+        out += [
+            TensorInfo(name=f"model.layers.{index}.self_attn._one_scale", dtype="F32", shape=(1,))
+            for index, kind in enumerate(layer_kinds(cfg, layers))
+            if kind == "attention"
+        ]
     if cfg.str_("model_type", "").startswith("gemma"):
         out.append(TensorInfo(name="model.normalizer", dtype="BF16", shape=()))
     if cfg.str_("model_type", "") == "falcon_h1":

@@ -157,7 +157,7 @@ def moe(cfg: HFConfig, p: str, quant: str, dt: str, *, routed: bool) -> list[Ten
                 vec(f"{p}.experts.{e}.{n}.bias", size, dt)
                 for n, size in (("gate_proj", inter), ("up_proj", inter), ("down_proj", h))
             ]
-    shared = cfg.int_("n_shared_experts", 0) * inter
+    shared = cfg.int_("n_shared_experts", cfg.int_("num_shared_experts", 0)) * inter
     if cfg.str_("model_type", "") == "llama4_text":
         shared = inter  # Llama 4 adds one shared expert of the routed experts' size
     if cfg.has("shared_intermediate_size"):

@@ -1,4 +1,4 @@
-"""Gated-delta-net layers (Qwen3-Next, Qwen3.5 / Qwen3.6) as vLLM holds their weights.
+"""Gated-delta-net and KDA layers (Qwen3-Next, Qwen3.5 / 3.6; Kimi-Linear) as vLLM holds them.
 
 vLLM 0.34's ``Qwen3NextGatedDeltaNet`` (vllm/model_executor/layers/mamba/gdn/
 qwen_gdn_linear_attn.py; Qwen3.5's ``linear_attn`` is the same class) holds, for
@@ -28,7 +28,7 @@ from kvpure.memory_profile.checkpoint_layers import linear, vec
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
 
-__all__ = ["SPLIT_PROJECTIONS", "gated_delta_net"]
+__all__ = ["KDA_FLOAT32", "SPLIT_PROJECTIONS", "gated_delta_net", "kimi_delta_attention"]
 
 SPLIT_PROJECTIONS: Final = frozenset({"qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"})
 """Families whose checkpoints store the projections split (``in_proj_qkv``, ``in_proj_z``,
@@ -55,3 +55,40 @@ def gated_delta_net(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorIn
     out += [vec(f"{p}.{n}", value_heads, dt) for n in ("dt_bias", "A_log")]
     out.append(vec(f"{p}.norm.weight", head_v, dt))
     return out + linear(f"{p}.out_proj", h, value, quant, dt)
+
+
+KDA_FLOAT32: Final = frozenset(
+    {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight", "dt_bias", "A_log"}
+)
+"""Kimi-Linear's KDA parameters vLLM allocates in float32 (kimi_gdn_linear_attn.py in
+0.26: ``params_dtype=torch.float32`` for the convolutions, ``dt_bias`` and ``A_log``)."""
+
+
+def kimi_delta_attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
+    """One KDA mixer (vLLM 0.26's ``KimiDeltaAttention``; 0.34 fuses the projections into
+    ``in_proj_qkvgfab``, same sizes): ``num_heads`` heads of ``head_dim`` from
+    ``linear_attn_config``; q/k/v projections and a depthwise convolution each
+    (``short_conv_kernel_size`` taps, float32), the forget gate's low-rank ``f_a_proj``
+    / ``f_b_proj`` and float32 ``dt_bias`` (one per channel), ``b_proj`` (one a head),
+    float32 ``A_log`` (one a head), the output gate's ``g_a_proj`` / ``g_b_proj``, the
+    gated ``o_norm`` of ``head_dim`` and ``o_proj``."""
+    h = cfg.int_("hidden_size", minimum=1)
+    kda = cfg.sub("linear_attn_config")
+    heads = kda.int_("num_heads", minimum=1)
+    dim = kda.int_("head_dim", minimum=1)
+    kernel = kda.int_("short_conv_kernel_size", 4, minimum=1)
+    width = heads * dim
+    out: list[TensorInfo] = []
+    for n in ("q", "k", "v"):
+        out += linear(f"{p}.{n}_proj", width, h, quant, dt)
+    for n in ("q", "k", "v"):
+        out.append(TensorInfo(name=f"{p}.{n}_conv1d.weight", dtype=dt, shape=(width, 1, kernel)))
+    out += linear(f"{p}.f_a_proj", dim, h, quant, dt)
+    out += linear(f"{p}.f_b_proj", width, dim, quant, dt)
+    out.append(vec(f"{p}.dt_bias", width, dt))
+    out += linear(f"{p}.b_proj", heads, h, quant, dt)
+    out.append(vec(f"{p}.A_log", heads, dt))
+    out += linear(f"{p}.g_a_proj", dim, h, quant, dt)
+    out += linear(f"{p}.g_b_proj", width, dim, quant, dt)
+    out.append(vec(f"{p}.o_norm.weight", dim, dt))
+    return out + linear(f"{p}.o_proj", h, width, quant, dt)

@@ -102,6 +102,9 @@ def layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
     ``"gdn"``, a gated delta net)."""
     if cfg.str_("model_type", "") in GDN_FAMILIES:
         return _gdn_kinds(cfg, layers)
+    if cfg.str_("model_type", "") == "kimi_linear":  # kda_layers counts from 1
+        kda = set(cfg.sub("linear_attn_config").int_list("kda_layers"))
+        return tuple("kda" if i + 1 in kda else "attention" for i in range(layers))
     if cfg.str_("model_type", "") == "nemotron_h":
         return nemotron_h_kinds(cfg, layers)
     if cfg.str_("model_type", "") == "jamba":  # transformers' JambaConfig.layers_block_type
@@ -150,6 +153,8 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
     out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
     if family in ("glm4_moe", "minimax_m2"):
         out.add("gate.weight")
+    if family == "kimi_linear":  # KDA's convolutions, dt_bias and A_log
+        out |= {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight", "dt_bias"}
     if cfg.has("index_topk"):  # DeepSeek-V3.2's indexer LayerNorm (deepseek_v2.py)
         out |= {"k_norm.weight", "k_norm.bias"}
     if _routing_bias(cfg):
@@ -163,6 +168,8 @@ def _routing_bias(cfg: HFConfig) -> bool:
         return True
     if family == "minimax_m2":
         return cfg.bool_("use_routing_bias", False)
+    if family == "kimi_linear":  # kimi_linear.py: a sigmoid router with its bias
+        return cfg.str_("moe_router_activation_func", "sigmoid") == "sigmoid"
     return cfg.str_("topk_method", "") == "noaux_tc"
 
 

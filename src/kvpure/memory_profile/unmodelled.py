@@ -2,12 +2,11 @@
 
 Linear-attention hybrids (gated delta net layers: Qwen3-Next, Qwen3.5/3.6;
 KDA layers: Kimi-Linear) are planned for their KV cache and recurrent state,
-but their memory profile is not estimated. The gated-delta-net models' weights
-are counted from config.json (:mod:`kvpure.memory_profile.gdn_layers`, equal to
-vLLM 0.34's own allocation to the byte: tests/test_memory_weights_034.py), but
-the profiling run's peak of these layers (chunked delta-rule kernels) was never
-fitted: no start-up of these families is among the bundled logs
-(tests/data/memory_logs); Kimi-Linear's KDA weights are not counted either.
+but their memory profile is not estimated. Their weights are counted from
+config.json (:mod:`kvpure.memory_profile.gdn_layers`, equal to vLLM 0.34's own
+allocation to the byte: tests/test_memory_weights_034.py), but the profiling
+run's peak of these layers (chunked delta-rule kernels) was never fitted: no
+start-up of these families is among the bundled logs (tests/data/memory_logs).
 Rather than claim a band it cannot back, the estimate is refused;
 ``--kv-cache-memory`` with the figure vLLM logs plans them exactly.
 """
@@ -26,13 +25,10 @@ class UnmodelledMemoryError(InvalidFieldError):
     """A model whose memory profile kvpure does not estimate (one line, naming the fix)."""
 
     def __init__(self, *, architecture: str, layers: str) -> None:
-        what = (
-            "profiling peak is" if layers == "gated delta net" else "weights and profiling peak are"
-        )
         super().__init__(
             field="model",
             value=architecture,
-            reason=f"its {layers} layers' {what} not in kvpure's "
+            reason=f"its {layers} layers' profiling peak is not in kvpure's "
             "memory profile, so the KV memory vLLM leaves is not estimated; pass "
             "--kv-cache-memory with the 'Available KV cache memory' vLLM logged",
         )
