@@ -156,3 +156,14 @@ def test_gated_delta_net_projections_split_over_tp() -> None:
         assert classify(f"{p}.{name}.weight") is ShardKind.COLUMN
     assert classify(f"{p}.out_proj.weight") is ShardKind.ROW
     assert classify(f"{p}.norm.weight") is ShardKind.REPLICATED
+
+
+def test_the_mrope_factor_is_the_only_release_difference_on_qwen3_vl() -> None:
+    """vLLM 0.34 built Qwen3-VL-8B with the same bytes as 0.26 but for its MRoPE cache:
+    262,144 positions x 128 rotary dims x 2 B, once instead of four times (201,326,592 B
+    less; the tool's control run, docs/memory-profile.md)."""
+    old = json.loads((DATA / "vllm_weight_counts.json").read_text())["models"]["qwen3_vl_8b.json"]
+    total_026 = sum(p["param_bytes"] + p["buffer_bytes"] for p in old["parts"].values())
+    config = _config("qwen3_vl_8b.json")
+    got = worker_weights(config, Parallelism(), mrope_positions_factor=MROPE_FACTOR_034)
+    assert got.bytes_per_worker[0] == total_026 - 201_326_592

@@ -11,8 +11,9 @@ Without them the tensors are laid out from config.json
 quantization format, plus the vision tower and projector config.json's
 ``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`) and the
 rotary caches and other buffers, and the result is an estimate (on the 39 configs
-checked it equals vLLM 0.26's own allocation at TP 1 to the byte;
-tests/test_memory_weights_exact.py) with a band of 0.25% plus 0.05 GiB.
+checked it equals vLLM 0.26's own allocation at TP 1 to the byte,
+tests/test_memory_weights_exact.py, and on 7 more vLLM 0.34's,
+tests/test_memory_weights_034.py) with a band of 0.25% plus 0.05 GiB.
 """
 
 from __future__ import annotations
