@@ -313,9 +313,9 @@ def test_flashinfer_sampling_drops_the_larger_sampler_peak(
 def test_linear_attention_hybrids_are_refused_in_one_line(
     config: str, layers: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Their memory profile is not modelled (checkpoint_tensors lays gated-delta-net
-    # layers out as attention, and their profiling peak was never fitted); the KV plan
-    # with --kv-cache-memory stays available.
+    # Their memory profile is not modelled (their weights are counted, but their
+    # profiling peak was never fitted); the KV plan with --kv-cache-memory stays
+    # available.
     path = str(ROOT / "tests" / "data" / "model_configs" / config)
     assert main(["plan", path, "--gpu", "L40S"]) == 2
     err = capsys.readouterr().err.strip()

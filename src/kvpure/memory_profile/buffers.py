@@ -19,6 +19,8 @@ The number of positions depends on the scaling type (vLLM 0.34 files):
 - ``yarn`` and ``deepseek_yarn``: ``original_max_position_embeddings x factor``
   (``yarn_scaling_rope.py``, ``deepseek_scaling_rope.py``; ``get_rope`` passes
   the original length as ``max_position``);
+- DeepSeek-V3.2: a second cache of the same size for the sparse indexer
+  (``indexer_rope_emb``, deepseek_v2.py);
 - ``longrope``: a short and a long table stacked, ``original_max_position_embeddings +
   max_position_embeddings`` rows (``phi3_long_rope_scaled_rope.py``).
 
@@ -30,6 +32,8 @@ the pipeline stage of their layer:
   ``_prob_scale`` (``set_default_quant_scales(register_buffer=True)`` in
   vllm/model_executor/layers/attention/attention.py, for ``Attention`` and
   ``MLAAttention``; Whisper: its decoder's self- and cross-attention, not the encoder's);
+- Kimi-Linear's MLA layers: a fifth, ``_one_scale`` (one float32; vLLM 0.34's
+  vllm/models/kimi_k3/nvidia/model.py);
 - Gemma's embedding ``normalizer``, one scalar in the model dtype (gemma.py, gemma2.py,
   gemma3.py);
 - Falcon-H1's ``mup_vector`` per layer, the width of the Mamba2 ``in_proj`` output in the
@@ -76,7 +80,9 @@ _UNSCALED_SLIDING: Final = frozenset({"olmo3"})
 
 MROPE_POSITIONS_FACTOR: Final = 4
 """MRoPE caches four times the positions (mrope.py: ``max_position_embeddings * 4`` in
-vLLM 0.26, ``* positions_factor`` with the default 4 in 0.34)."""
+vLLM 0.26, ``* positions_factor`` with the default 4 in 0.34). vLLM 0.33 and 0.34 build
+Qwen3-VL's and Qwen3.5's language models with a factor of 1 unless video pruning is on
+(qwen3_vl.py ``mrope_positions_factor``): pass ``mrope_positions_factor=1`` for them."""
 
 RotaryCache = tuple[int, int, int]
 """(positions, rotary_dim, bytes per element) of one cos/sin cache."""
@@ -98,7 +104,9 @@ def _scaling(cfg: HFConfig) -> Mapping[str, object]:
     return {}
 
 
-def _positions(scaling: Mapping[str, object], max_position: int, top_original: int) -> int:
+def _positions(
+    scaling: Mapping[str, object], max_position: int, top_original: int, mrope_factor: int
+) -> int:
     kind = str(scaling.get("rope_type", scaling.get("type", "default")))
     factor = _number(scaling.get("factor"), 1.0)
     original = int(_number(scaling.get("original_max_position_embeddings"), float(top_original)))
@@ -109,7 +117,7 @@ def _positions(scaling: Mapping[str, object], max_position: int, top_original: i
     if kind == "longrope":
         return original + max_position
     if "mrope_section" in scaling:
-        return max_position * MROPE_POSITIONS_FACTOR
+        return max_position * mrope_factor
     return max_position
 
 
@@ -125,7 +133,9 @@ def _rotary_dim(cfg: HFConfig, scaling: Mapping[str, object]) -> int:
     return int(head_dim * factor)
 
 
-def rotary_caches(cfg: HFConfig, *, dtype_bytes: int) -> tuple[RotaryCache, ...]:
+def rotary_caches(
+    cfg: HFConfig, *, dtype_bytes: int, mrope_positions_factor: int = MROPE_POSITIONS_FACTOR
+) -> tuple[RotaryCache, ...]:
     """The distinct cos/sin caches of the language model ``cfg`` (its ``text_config``)."""
     if cfg.str_("model_type", "") in _NO_ROTARY or cfg.bool_("use_alibi", False):
         return ()
@@ -140,8 +150,12 @@ def rotary_caches(cfg: HFConfig, *, dtype_bytes: int) -> tuple[RotaryCache, ...]
     dim = _rotary_dim(cfg, scaling)
     # Phi-3 keeps original_max_position_embeddings beside rope_scaling (phi3.py passes it).
     top_original = cfg.int_("original_max_position_embeddings", max_position, minimum=1)
-    caches = [(_positions(scaling, max_position, top_original), dim, size)]
-    if family in _TWO_ROTARIES:
+    rows = _positions(scaling, max_position, top_original, mrope_positions_factor)
+    caches = [(rows, dim, size)]
+    if cfg.has("index_topk") and cfg.has("kv_lora_rank"):
+        # DeepSeek-V3.2's indexer has its own rotary (not neox-style: another key).
+        caches.append((rows, dim, size))
+    elif family in _TWO_ROTARIES:
         # The sliding layers' rotary: another base frequency, so another _ROPE_DICT key.
         caches.append((max_position, dim, size))
     elif family in _UNSCALED_SLIDING and scaling.get("rope_type", scaling.get("type")):
@@ -151,9 +165,14 @@ def rotary_caches(cfg: HFConfig, *, dtype_bytes: int) -> tuple[RotaryCache, ...]
     return tuple(caches)
 
 
-def rotary_cache_bytes(cfg: HFConfig, *, dtype_bytes: int) -> int:
+def rotary_cache_bytes(
+    cfg: HFConfig, *, dtype_bytes: int, mrope_positions_factor: int = MROPE_POSITIONS_FACTOR
+) -> int:
     """Bytes of the rotary caches on each worker (replicated over TP, per pipeline stage)."""
-    return sum(rows * dim * size for rows, dim, size in rotary_caches(cfg, dtype_bytes=dtype_bytes))
+    caches = rotary_caches(
+        cfg, dtype_bytes=dtype_bytes, mrope_positions_factor=mrope_positions_factor
+    )
+    return sum(rows * dim * size for rows, dim, size in caches)
 
 
 def model_buffers(cfg: HFConfig) -> tuple[TensorInfo, ...]:
@@ -172,6 +191,12 @@ def model_buffers(cfg: HFConfig) -> tuple[TensorInfo, ...]:
         if kind == "attention"
         for scale in _ATTENTION_SCALES
     ]
+    if cfg.str_("model_type", "") == "kimi_linear":  # vLLM 0.34 kimi_k3: one more scale
+        out += [
+            TensorInfo(name=f"model.layers.{index}.self_attn._one_scale", dtype="F32", shape=(1,))
+            for index, kind in enumerate(layer_kinds(cfg, layers))
+            if kind == "attention"
+        ]
     if cfg.str_("model_type", "").startswith("gemma"):
         out.append(TensorInfo(name="model.normalizer", dtype="BF16", shape=()))
     if cfg.str_("model_type", "") == "falcon_h1":

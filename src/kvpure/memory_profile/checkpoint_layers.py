@@ -16,11 +16,16 @@ from kvpure.models.config import HFConfig
 __all__ = ["attention", "linear", "mamba", "mlp", "moe", "vec"]
 
 _GROUP: Final = 128
+_GATED_OUTPUT: Final = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Families whose attention gates its output when ``attn_output_gate`` (default true):
+``q_proj`` doubles (qwen3_next.py ``Qwen3NextAttention``, reused by qwen3_5.py)."""
 _PER_HEAD_QK_NORM: Final = frozenset(
     {"qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3", "gemma3_text"}
+    | _GATED_OUTPUT
 )
 """Families whose attention normalizes each query and key head (one ``head_dim`` weight
-each: qwen3.py, qwen3_moe.py, gemma3.py; Qwen3-VL's language model is Qwen3's)."""
+each: qwen3.py, qwen3_moe.py, gemma3.py, qwen3_next.py; Qwen3-VL's language model is
+Qwen3's)."""
 _FULL_WIDTH_QK_NORM: Final = frozenset({"olmo2", "olmo3"})
 _OPTIONAL_FULL_WIDTH_QK_NORM: Final = frozenset({"minimax_m2", "cohere", "cohere2"})
 """Families whose q_norm / k_norm span all the query / key heads (olmo3.py, OLMo-2's
@@ -85,11 +90,14 @@ def attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
         out += linear(f"{p}.kv_a_proj_with_mqa", rank + rope, h, quant, dt)
         out.append(vec(f"{p}.kv_a_layernorm.weight", rank, dt))
         out += linear(f"{p}.kv_b_proj", nh * (nope + v), rank, quant, dt)
+        if cfg.has("index_topk") and q_rank is not None:
+            out += _indexer(cfg, f"{p}.indexer", h, q_rank, quant, dt)
         return out + linear(f"{p}.o_proj", h, nh * v, quant, dt)
     nkv = cfg.int_("num_key_value_heads", nh, minimum=1)
     hd = cfg.int_("head_dim", h // nh, minimum=1)
     bias = cfg.bool_("attention_bias", cfg.str_("model_type", "").startswith("qwen2"))
-    out = linear(f"{p}.q_proj", nh * hd, h, quant, dt)
+    gated = cfg.str_("model_type", "") in _GATED_OUTPUT and cfg.bool_("attn_output_gate", True)
+    out = linear(f"{p}.q_proj", nh * hd * (2 if gated else 1), h, quant, dt)
     out += linear(f"{p}.k_proj", nkv * hd, h, quant, dt)
     out += linear(f"{p}.v_proj", nkv * hd, h, quant, dt)
     if bias:
@@ -109,6 +117,19 @@ def attention(cfg: HFConfig, p: str, quant: str, dt: str) -> list[TensorInfo]:
     return out + linear(f"{p}.o_proj", h, nh * hd, quant, dt)
 
 
+def _indexer(cfg: HFConfig, p: str, h: int, q_rank: int, quant: str, dt: str) -> list[TensorInfo]:
+    """DeepSeek-V3.2's sparse-attention indexer (deepseek_v2.py ``Indexer``): ``wq_b``
+    (``index_n_heads x index_head_dim`` from the query latent), ``wk`` and
+    ``weights_proj`` (vLLM fuses them as ``wk_weights_proj``), and ``k_norm``, a
+    LayerNorm with a bias that vLLM keeps in float32 (``model_traits.float32_params``)."""
+    heads = cfg.int_("index_n_heads", minimum=1)
+    dim = cfg.int_("index_head_dim", minimum=1)
+    out = linear(f"{p}.wq_b", heads * dim, q_rank, quant, dt)
+    out += linear(f"{p}.wk", dim, h, quant, dt)
+    out += [vec(f"{p}.k_norm.{n}", dim, dt) for n in ("weight", "bias")]
+    return out + linear(f"{p}.weights_proj", heads, h, "none", dt)
+
+
 def mlp(p: str, h: int, inter: int, quant: str, dt: str) -> list[TensorInfo]:
     return (
         linear(f"{p}.gate_proj", inter, h, quant, dt)
@@ -120,7 +141,9 @@ def mlp(p: str, h: int, inter: int, quant: str, dt: str) -> list[TensorInfo]:
 def moe(cfg: HFConfig, p: str, quant: str, dt: str, *, routed: bool) -> list[TensorInfo]:
     h = cfg.int_("hidden_size", minimum=1)
     experts = num_experts(cfg)
-    inter = cfg.int_("moe_intermediate_size", cfg.int_("intermediate_size", minimum=1), minimum=1)
+    # Qwen3.5-MoE's text_config has no intermediate_size: read it only as the fallback.
+    key = "moe_intermediate_size" if cfg.has("moe_intermediate_size") else "intermediate_size"
+    inter = cfg.int_(key, minimum=1)
     out = [TensorInfo(name=f"{p}.gate.weight", dtype=dt, shape=(experts, h))]
     if routing_bias(cfg):  # float32 in vLLM (model_traits.float32_params)
         out.append(vec(f"{p}.gate.e_score_correction_bias", experts, "F32"))
@@ -134,7 +157,7 @@ def moe(cfg: HFConfig, p: str, quant: str, dt: str, *, routed: bool) -> list[Ten
                 vec(f"{p}.experts.{e}.{n}.bias", size, dt)
                 for n, size in (("gate_proj", inter), ("up_proj", inter), ("down_proj", h))
             ]
-    shared = cfg.int_("n_shared_experts", 0) * inter
+    shared = cfg.int_("n_shared_experts", cfg.int_("num_shared_experts", 0)) * inter
     if cfg.str_("model_type", "") == "llama4_text":
         shared = inter  # Llama 4 adds one shared expert of the routed experts' size
     if cfg.has("shared_intermediate_size"):

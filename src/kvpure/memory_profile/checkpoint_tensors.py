@@ -27,6 +27,7 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.checkpoint_layers import attention, mamba, mlp, moe, vec
+from kvpure.memory_profile.gdn_layers import gated_delta_net, kimi_delta_attention
 from kvpure.memory_profile.hybrid_layers import HYBRID_FAMILIES, hybrid_layer
 from kvpure.memory_profile.model_traits import (
     float32_params,
@@ -122,6 +123,10 @@ def checkpoint_tensors(
             continue
         if kind == "mamba":
             out += mamba(cfg, f"{p}.mamba", dense, dt)
+        elif kind == "gdn":
+            out += gated_delta_net(cfg, f"{p}.linear_attn", dense, dt)
+        elif kind == "kda":
+            out += kimi_delta_attention(cfg, f"{p}.self_attn", dense, dt)
         else:
             out += attention(cfg, f"{p}.self_attn", dense, dt)
         if is_moe_layer(cfg, index):

@@ -33,6 +33,11 @@ _LEARNED_POSITIONS = frozenset({"gemma3", "siglip_vision_model", "llama4", "kimi
 _QWEN3_VL = frozenset({"qwen3_vl", "qwen3_vl_moe"})
 _QWEN3_VL_DEFAULTS = {"intermediate_size": 4304, "num_position_embeddings": 2304, "in_channels": 3}
 """transformers' ``Qwen3VLVisionConfig`` defaults for fields config.json may omit."""
+_QWEN3_5 = frozenset({"qwen3_5", "qwen3_5_moe"})
+"""Qwen3.5 / Qwen3.6: Qwen3-VL's vision transformer (qwen3_5.py reuses it), no deepstack."""
+_QWEN3_5_DEFAULTS = {**_QWEN3_VL_DEFAULTS, "out_hidden_size": 3584, "num_heads": 16}
+"""transformers' ``Qwen3_5VisionConfig`` defaults (out_hidden_size 3584 whatever the
+language model's width, 16 heads) for fields config.json may omit."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +83,7 @@ def _projector(config: HFConfig, vision: HFConfig, h: int, text_h: int) -> tuple
     return 0, h * text_h
 
 
-def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
+def _qwen3_vl(vision: HFConfig, text_hidden: int, *, qwen3_5: bool = False) -> EncoderShape:
     """Qwen3-VL's vision transformer (vLLM's ``Qwen3_VisionTransformer``, qwen3_vl.py).
 
     Plain (ungated) MLP blocks with biases and LayerNorms, a learned position table
@@ -87,14 +92,18 @@ def _qwen3_vl(vision: HFConfig, text_hidden: int) -> EncoderShape:
     (its LayerNorm on ``4h``).
     """
 
+    defaults = _QWEN3_5_DEFAULTS if qwen3_5 else _QWEN3_VL_DEFAULTS
+
     def field(key: str) -> int:
-        return vision.int_(key, _QWEN3_VL_DEFAULTS.get(key))
+        return vision.int_(key, defaults.get(key))
 
     h = vision.int_("hidden_size", minimum=1)
     inter = field("intermediate_size")
     merge = vision.int_("spatial_merge_size", 2)
     merged = h * merge * merge
-    out = vision.int_("out_hidden_size", text_hidden)
+    out = vision.int_(
+        "out_hidden_size", _QWEN3_5_DEFAULTS["out_hidden_size"] if qwen3_5 else text_hidden
+    )
     per_layer = 3 * h * h + 3 * h + h * h + h + 2 * h * inter + inter + h + 4 * h
     patch = vision.int_("patch_size", 16)
     embed = field("in_channels") * vision.int_("temporal_patch_size", 2) * patch * patch * h + h
@@ -139,8 +148,8 @@ def encoder_shape(config: HFConfig, text_hidden: int) -> EncoderShape | None:
         return None
     vision = config.sub("vision_config")
     family = config.str_("model_type", "")
-    if family in _QWEN3_VL:
-        return _qwen3_vl(vision, text_hidden)
+    if family in _QWEN3_VL or family in _QWEN3_5:
+        return _qwen3_vl(vision, text_hidden, qwen3_5=family in _QWEN3_5)
     if family.startswith(("mistral3", "ministral3")) or vision.str_("model_type", "") == "pixtral":
         return _pixtral(config, vision, text_hidden)
     h = _first_int(vision, "hidden_size", "embed_dim")
@@ -195,6 +204,7 @@ def encoder_buffer_bytes(config: HFConfig, *, dtype_bytes: int) -> int:
     - Qwen2/2.5/3-VL: the vision rotary's cos/sin cache, 8192 positions x half the
       vision head size, in the model dtype;
     - Gemma-3 (SigLIP): ``position_ids``, one int64 per patch (siglip.py);
+    - Mistral-3 (Pixtral): the rotary's ``inv_freq`` and ``original_inv_freq``, float32;
     - Llama-4: the 2D vision rotary, one complex64 per (patch + class token) and
       quarter head size pair (``Llama4VisionRotaryEmbedding._compute_cos_sin_cache``).
     """
@@ -203,11 +213,16 @@ def encoder_buffer_bytes(config: HFConfig, *, dtype_bytes: int) -> int:
     vision = config.sub("vision_config")
     family = config.str_("model_type", "")
     h = _first_int(vision, "embed_dim" if family.startswith("qwen2_vl") else "hidden_size")
-    heads = _first_int(vision, "num_heads", "num_attention_heads")
+    heads = _first_int(
+        vision,
+        "num_heads",
+        "num_attention_heads",
+        default=_QWEN3_5_DEFAULTS["num_heads"] if family in _QWEN3_5 else 0,
+    )
     if h <= 0 or heads <= 0:
         return 0
     head_dim = h // heads
-    if family.startswith(("qwen2_vl", "qwen2_5_vl")) or family in _QWEN3_VL:
+    if family.startswith(("qwen2_vl", "qwen2_5_vl")) or family in _QWEN3_VL | _QWEN3_5:
         return _QWEN_VISION_ROPE_POSITIONS * (head_dim // 2) * dtype_bytes
     image = _first_int(vision, "image_size", default=0)
     patch = _first_int(vision, "patch_size", default=14)
@@ -216,6 +231,11 @@ def encoder_buffer_bytes(config: HFConfig, *, dtype_bytes: int) -> int:
     patches = (image // patch) ** 2
     if family.startswith("gemma3"):
         return patches * 8
+    if family.startswith(("mistral3", "ministral3")) or vision.str_("model_type", "") == "pixtral":
+        # transformers' PixtralRotaryEmbedding (which pixtral.py builds): inv_freq and
+        # original_inv_freq, half the head size each, float32 (transformers 5.x).
+        dim = vision.int_("head_dim", head_dim)
+        return 2 * (dim // 2) * 4
     if family.startswith("llama4"):
         return (patches + 1) * (head_dim // 2) * 8
     return 0

@@ -12,6 +12,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.models.config import HFConfig
 
 __all__ = [
+    "GDN_FAMILIES",
     "float32_params",
     "is_moe_layer",
     "layer_kinds",
@@ -55,6 +56,31 @@ def is_moe_layer(cfg: HFConfig, index: int) -> bool:
     return (index + 1) % step == 0
 
 
+GDN_FAMILIES: Final = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Language models whose ``linear_attention`` layers are gated delta nets (qwen3_next.py,
+qwen3_5.py): :func:`layer_kinds` calls them ``"gdn"``."""
+
+
+def _gdn_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
+    """``layer_types``, else every ``full_attention_interval``-th layer (4) full attention
+    (transformers' ``Qwen3NextConfig`` fills it so)."""
+    if cfg.has("layer_types"):
+        kinds = cfg.str_list("layer_types")
+    else:
+        interval = cfg.int_("full_attention_interval", 4, minimum=1)
+        kinds = tuple(
+            "linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)
+        )
+    if len(kinds) != layers or any(k not in ("linear_attention", "full_attention") for k in kinds):
+        raise InvalidFieldError(
+            field="config.json layer_types",
+            value=str(kinds)[:80],
+            reason=f"must give 'linear_attention' or 'full_attention' for each of the {layers} "
+            "layers",
+        )
+    return tuple("gdn" if k == "linear_attention" else "attention" for k in kinds)
+
+
 _PATTERN_KINDS: Final = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
@@ -72,7 +98,13 @@ def nemotron_h_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
 
 def layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
     """Each decoder layer's mixer: ``"attention"`` or ``"mamba"`` (Nemotron-H: also
-    ``"mlp"`` and ``"moe"``, layers without a token mixer)."""
+    ``"mlp"`` and ``"moe"``, layers without a token mixer; Qwen3-Next / Qwen3.5:
+    ``"gdn"``, a gated delta net)."""
+    if cfg.str_("model_type", "") in GDN_FAMILIES:
+        return _gdn_kinds(cfg, layers)
+    if cfg.str_("model_type", "") == "kimi_linear":  # kda_layers counts from 1
+        kda = set(cfg.sub("linear_attn_config").int_list("kda_layers"))
+        return tuple("kda" if i + 1 in kda else "attention" for i in range(layers))
     if cfg.str_("model_type", "") == "nemotron_h":
         return nemotron_h_kinds(cfg, layers)
     if cfg.str_("model_type", "") == "jamba":  # transformers' JambaConfig.layers_block_type
@@ -114,12 +146,17 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
     - the Mamba mixers' ``A`` (``A_log`` in the checkpoint), one per head (Mamba2) or per
       channel and state (Mamba);
     - GLM-4.5's and MiniMax-M2's router ``gate.weight`` (an ``nn.Linear`` / ``GateLinear``
-      built with ``dtype=torch.float32``).
+      built with ``dtype=torch.float32``);
+    - DeepSeek-V3.2's indexer ``k_norm`` weight and bias (a float32 LayerNorm).
     """
     family = cfg.str_("model_type", "")
     out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
     if family in ("glm4_moe", "minimax_m2"):
         out.add("gate.weight")
+    if family == "kimi_linear":  # KDA's convolutions, dt_bias and A_log
+        out |= {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight", "dt_bias"}
+    if cfg.has("index_topk"):  # DeepSeek-V3.2's indexer LayerNorm (deepseek_v2.py)
+        out |= {"k_norm.weight", "k_norm.bias"}
     if _routing_bias(cfg):
         out.add("gate.e_score_correction_bias")
     return frozenset(out)
@@ -131,6 +168,8 @@ def _routing_bias(cfg: HFConfig) -> bool:
         return True
     if family == "minimax_m2":
         return cfg.bool_("use_routing_bias", False)
+    if family == "kimi_linear":  # kimi_linear.py: a sigmoid router with its bias
+        return cfg.str_("moe_router_activation_func", "sigmoid") == "sigmoid"
     return cfg.str_("topk_method", "") == "noaux_tc"
 
 

@@ -79,7 +79,8 @@ def mxfp4_expert_bytes_per_rank(
     each rank holds whole experts.
     """
     hidden = _round_up(cfg.int_("hidden_size", minimum=1), rounding.hidden)
-    inter = cfg.int_("moe_intermediate_size", cfg.int_("intermediate_size", minimum=1), minimum=1)
+    key = "moe_intermediate_size" if cfg.has("moe_intermediate_size") else "intermediate_size"
+    inter = cfg.int_(key, minimum=1)
     split = tp if local_experts == num_experts else 1
     inter = _round_up(-(-inter // split), rounding.intermediate)
     w13 = 2 * inter * hidden // 2 + 2 * inter * (hidden // MXFP4_BLOCK)

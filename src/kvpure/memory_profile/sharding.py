@@ -75,6 +75,18 @@ _COLUMN: Final = frozenset(
         "c_fc",
         "fc1",
         "in_proj",
+        "in_proj_qkvz",  # gated delta nets (Qwen3-Next; Qwen3.5 stores four parts)
+        "in_proj_ba",
+        "in_proj_qkv",
+        "in_proj_z",
+        "in_proj_b",
+        "in_proj_a",
+        "f_b_proj",  # Kimi-Linear's KDA (its q/k/v_proj are the attention names)
+        "g_b_proj",
+        "b_proj",
+        "q_conv1d",
+        "k_conv1d",
+        "v_conv1d",
         "q_b_proj",
         "kv_b_proj",
         "kv_proj",

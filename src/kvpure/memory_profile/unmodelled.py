@@ -2,13 +2,13 @@
 
 Linear-attention hybrids (gated delta net layers: Qwen3-Next, Qwen3.5/3.6;
 KDA layers: Kimi-Linear) are planned for their KV cache and recurrent state,
-but their memory profile is not modelled: config.json's tensor layout
-(:mod:`kvpure.memory_profile.checkpoint_tensors`) has no gated-delta-net
-projections, and the profiling run's peak of these layers (chunked delta-rule
-kernels) was never fitted: no start-up of these families is among the
-bundled logs (tests/data/memory_logs). Rather than claim a band it cannot
-back, the estimate is refused; ``--kv-cache-memory`` with the figure vLLM logs
-plans them exactly.
+but their memory profile is not estimated. Their weights are counted from
+config.json (:mod:`kvpure.memory_profile.gdn_layers`, equal to vLLM 0.34's own
+allocation to the byte: tests/test_memory_weights_034.py), but the profiling
+run's peak of these layers (chunked delta-rule kernels) was never fitted: no
+start-up of these families is among the bundled logs (tests/data/memory_logs).
+Rather than claim a band it cannot back, the estimate is refused;
+``--kv-cache-memory`` with the figure vLLM logs plans them exactly.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class UnmodelledMemoryError(InvalidFieldError):
         super().__init__(
             field="model",
             value=architecture,
-            reason=f"its {layers} layers' weights and profiling peak are not in kvpure's "
+            reason=f"its {layers} layers' profiling peak is not in kvpure's "
             "memory profile, so the KV memory vLLM leaves is not estimated; pass "
             "--kv-cache-memory with the 'Available KV cache memory' vLLM logged",
         )

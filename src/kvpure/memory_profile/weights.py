@@ -11,8 +11,9 @@ Without them the tensors are laid out from config.json
 quantization format, plus the vision tower and projector config.json's
 ``vision_config`` describes (:mod:`~kvpure.memory_profile.encoders`) and the
 rotary caches and other buffers, and the result is an estimate (on the 39 configs
-checked it equals vLLM 0.26's own allocation at TP 1 to the byte;
-tests/test_memory_weights_exact.py) with a band of 0.25% plus 0.05 GiB.
+checked it equals vLLM 0.26's own allocation at TP 1 to the byte,
+tests/test_memory_weights_exact.py, and on 7 more vLLM 0.34's,
+tests/test_memory_weights_034.py) with a band of 0.25% plus 0.05 GiB.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from kvpure.errors import InvalidFieldError
-from kvpure.memory_profile.buffers import model_buffers, rotary_cache_bytes
+from kvpure.memory_profile.buffers import (
+    MROPE_POSITIONS_FACTOR,
+    model_buffers,
+    rotary_cache_bytes,
+)
 from kvpure.memory_profile.checkpoint_tensors import (
     checkpoint_tensors,
     float32_params,
@@ -179,12 +184,20 @@ def worker_weights(
     dtype: str = "auto",
     quantization: str | None = None,
     tensors: tuple[TensorInfo, ...] | None = None,
+    mrope_positions_factor: int = MROPE_POSITIONS_FACTOR,
 ) -> WorkerWeights:
-    """Weight bytes on each worker: exact from ``tensors``, else estimated from config.json."""
+    """Weight bytes on each worker: exact from ``tensors``, else estimated from config.json.
+
+    ``mrope_positions_factor``: the rows of an MRoPE cache per position (vLLM 0.26: 4;
+    0.33-0.34: 1 for Qwen3-VL and Qwen3.5, :data:`~kvpure.memory_profile.buffers.
+    MROPE_POSITIONS_FACTOR`).
+    """
     size = served_dtype_bytes(config, dtype)
     text = language_config(config)
     # Rotary cos/sin caches: buffers vLLM allocates on every worker next to the weights.
-    rotary = rotary_cache_bytes(text, dtype_bytes=size)
+    rotary = rotary_cache_bytes(
+        text, dtype_bytes=size, mrope_positions_factor=mrope_positions_factor
+    )
     from_headers = tensors is not None and quantization is None
     if from_headers:
         mxfp4 = _quant_method(config) == "mxfp4"
