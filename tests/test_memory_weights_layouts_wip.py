@@ -1,0 +1,141 @@
+"""The quantized layouts of one linear layer, against the parameters vLLM 0.26 creates.
+
+Expected values, by hand from each method's ``create_weights`` in vLLM 0.26
+(``vllm/model_executor/layers/quantization/``), for one logical layer
+(``output_partition_sizes`` of one entry) at TP 1:
+
+- ``fp8.py`` ``Fp8LinearMethod`` (per-tensor, dynamic activations): ``weight``
+  ``(out, in)`` float8_e4m3fn and one float32 ``weight_scale`` per partition
+  (``create_fp8_scale_parameter``); no ``input_scale`` without static activations;
+- ``auto_awq.py`` ``BaseAWQLinearMethod``: int32 ``qweight`` ``(in, out / 8)``, int32
+  ``qzeros`` ``(in / 128, out / 8)`` and ``scales`` ``(in / 128, out)`` (float16, AWQ's
+  dtype);
+- ``auto_gptq.py`` ``AutoGPTQLinearMethod``: int32 ``qweight`` ``(in / 8, out)``, and
+  ``qzeros`` and ``scales`` as AWQ's (its ``g_idx`` aside: not listed by kvpure);
+- ``modelopt.py`` ``ModelOptNvFp4LinearMethod``: uint8 ``weight`` ``(out, in / 2)``,
+  float8_e4m3fn ``weight_scale`` ``(out, in / 16)``, float32 ``input_scale`` and
+  ``weight_scale_2``, one each per partition;
+- ``mxfp4.py``: ``Mxfp4Config.get_quant_method`` gives every linear layer
+  ``UnquantizedLinearMethod``; only the routed experts (``Mxfp4MoEMethod``) hold uint8
+  values (two a byte) and a uint8 scale per 32.
+
+The checkpoint's names and shapes differ from vLLM's in places (AWQ packs the output,
+kvpure's listing the input); the element counts and dtypes, which are the bytes, do not.
+"""
+
+from __future__ import annotations
+
+import json
+from math import prod
+from pathlib import Path
+
+import pytest
+
+from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors
+from kvpure.models.config import HFConfig, parse_model_config
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMA = ROOT / "examples/llama3_8b.json"
+SMALL = ROOT / "tests/data/model_configs/small"
+
+
+def _config(path: Path, **extra: object) -> HFConfig:
+    data = json.loads(path.read_text())
+    data.pop("quantization_config", None)
+    data.update(extra)
+    return parse_model_config(data)
+
+
+def _layer(prefix: str, quantization: str) -> dict[str, tuple[str, int]]:
+    """``suffix -> (dtype, elements)`` of one linear layer of Llama-3-8B's layer 0."""
+    out: dict[str, tuple[str, int]] = {}
+    for t in checkpoint_tensors(_config(LLAMA), quantization=quantization):
+        if t.name.startswith(prefix + "."):
+            out[t.name.removeprefix(prefix + ".")] = (t.dtype, prod(t.shape))
+    return out
+
+
+def _vllm(quantization: str, out: int, inp: int) -> dict[str, tuple[str, int]]:
+    if quantization == "fp8":
+        return {"weight": ("F8_E4M3", out * inp), "weight_scale": ("F32", 1)}
+    if quantization in ("awq", "gptq"):
+        groups = inp // 128
+        return {
+            "qweight": ("I32", inp * out // 8),
+            "qzeros": ("I32", groups * out // 8),
+            "scales": ("F16", groups * out),
+        }
+    if quantization == "nvfp4":
+        return {
+            "weight": ("U8", out * inp // 2),
+            "weight_scale": ("F8_E4M3", out * inp // 16),
+            "weight_scale_2": ("F32", 1),
+            "input_scale": ("F32", 1),
+        }
+    return {"weight": ("BF16", out * inp)}  # none, and mxfp4's unquantized linear layers
+
+
+LINEARS = [
+    ("self_attn.q_proj", 4096, 4096),
+    ("self_attn.k_proj", 1024, 4096),
+    ("self_attn.o_proj", 4096, 4096),
+    ("mlp.gate_proj", 14336, 4096),
+    ("mlp.down_proj", 4096, 14336),
+]
+
+
+@pytest.mark.parametrize("quantization", ["none", "fp8", "awq", "gptq", "nvfp4", "mxfp4"])
+@pytest.mark.parametrize(("name", "out", "inp"), LINEARS)
+def test_a_linear_layer_holds_what_vllm_creates(
+    quantization: str, name: str, out: int, inp: int
+) -> None:
+    got = _layer(f"model.layers.0.{name}", quantization)
+    assert got == _vllm(quantization, out, inp)
+
+
+@pytest.mark.parametrize("quantization", ["fp8", "awq", "gptq", "nvfp4", "mxfp4"])
+def test_embeddings_norms_and_head_stay_unquantized(quantization: str) -> None:
+    tensors = checkpoint_tensors(_config(LLAMA), quantization=quantization)
+    kept = {t.name: t.dtype for t in tensors if "_proj" not in t.name}
+    assert kept["model.embed_tokens.weight"] == kept["lm_head.weight"] == "BF16"
+    assert set(kept.values()) == {"BF16"}
+    assert len(kept) == 3 + 2 * 32  # embeddings, final norm, head; two norms a layer
+
+
+def test_mxfp4_leaves_shared_experts_and_dense_layers_unquantized() -> None:
+    """Kimi-K2 (small): the first layer dense, then 8 routed experts and a shared one."""
+    tensors = checkpoint_tensors(_config(SMALL / "kimi_k2_small.json"), quantization="mxfp4")
+    routed = [t for t in tensors if ".mlp.experts." in t.name]
+    assert len(routed) == 2 * 8 * 3 * 2  # 2 MoE layers, 8 experts, 3 projections, 2 each
+    assert {t.dtype for t in routed} == {"U8"}
+    rest = [t for t in tensors if ".mlp.experts." not in t.name]
+    assert {t.dtype for t in rest} == {"BF16", "F32"}
+    assert any(".mlp.shared_experts.down_proj.weight" in t.name for t in rest)
+    assert {t.dtype for t in rest if t.dtype == "F32"} <= {"F32"}
+    assert all(t.name.endswith("e_score_correction_bias") for t in rest if t.dtype == "F32")
+
+
+@pytest.mark.parametrize("quantization", ["fp8", "awq", "gptq", "nvfp4"])
+def test_the_other_formats_quantize_the_routed_and_shared_experts(quantization: str) -> None:
+    tensors = checkpoint_tensors(_config(SMALL / "kimi_k2_small.json"), quantization=quantization)
+    for part in (".mlp.experts.3.up_proj.", ".mlp.shared_experts.up_proj."):
+        layer = {
+            t.name.rsplit(".", 1)[1]: (t.dtype, prod(t.shape))
+            for t in tensors
+            if t.name.startswith("model.layers.1" + part)
+        }
+        inter = 2048  # moe_intermediate_size; one shared expert of the same width
+        assert layer == _vllm(quantization, inter, 7168)
+
+
+def test_a_float32_checkpoint_lists_float32_tensors() -> None:
+    tensors = checkpoint_tensors(_config(LLAMA, torch_dtype="float32"))
+    assert {t.dtype for t in tensors} == {"F32"}
+    # transformers 4.56+ writes "dtype" in place of "torch_dtype"
+    newer = json.loads(LLAMA.read_text())
+    del newer["torch_dtype"]
+    newer["dtype"] = "float32"
+    assert {t.dtype for t in checkpoint_tensors(parse_model_config(newer))} == {"F32"}
+    del newer["dtype"]  # neither: bfloat16
+    assert {t.dtype for t in checkpoint_tensors(parse_model_config(newer))} == {"BF16"}
+    assert {t.dtype for t in checkpoint_tensors(_config(LLAMA))} == {"BF16"}
