@@ -210,3 +210,23 @@ def test_short_prefixes_are_counted_only_with_prefix_caching() -> None:
     # a shared prefix of a whole block or more can hit: not short
     assert short_prefix_tokens(_requests(A[:16], A[:20]), 16) == (0, 0)
     assert short_prefix_tokens(_requests(A[:16], A[:15]), 16) == (1, 15)
+
+
+def test_the_unbounded_pool_holds_one_request_of_the_model_length() -> None:
+    """vLLM's start-up check: one request of ``max_model_len`` tokens fits the pool.
+    ceil(1024 / 16) + 1 = 65 blocks a group, more than the one short request needs."""
+    request = _requests(A[:10])
+    deployment = _deployment(num_gpu_blocks_override=100)
+    assert unbounded_run(request, LAYOUT, deployment, replayed=True).num_blocks == 65 + 2
+    assert unbounded_run(request, LAYOUT, deployment).num_blocks == 65 + 2
+
+
+def test_a_two_group_model_is_replayed_on_a_pool_for_each_group() -> None:
+    """Gemma-2 (sliding and full attention: two groups): the set of seen hashes is not its
+    hit, so the unbounded figure is replayed, on 65 blocks a group plus 2."""
+    config = parse_model_config(json.loads((ROOT / "examples/gemma2_9b.json").read_text()))
+    gemma = model_layout(config)
+    deployment = _deployment(num_gpu_blocks_override=200, vllm_version="0.26")
+    result = unbounded_run(_requests(A, A), gemma, deployment)
+    assert result.num_blocks == 65 * 2 + 2
+    assert (result.queries, result.hits) == (128, 48)

@@ -31,7 +31,12 @@ from pathlib import Path
 
 import pytest
 
-from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors
+from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.checkpoint_tensors import (
+    MAX_EXPERT_LAYERS,
+    QUANTIZATIONS,
+    checkpoint_tensors,
+)
 from kvpure.models.config import HFConfig, parse_model_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,3 +144,47 @@ def test_a_float32_checkpoint_lists_float32_tensors() -> None:
     del newer["dtype"]  # neither: bfloat16
     assert {t.dtype for t in checkpoint_tensors(parse_model_config(newer))} == {"BF16"}
     assert {t.dtype for t in checkpoint_tensors(_config(LLAMA))} == {"BF16"}
+
+
+def test_the_expert_bound_is_checked_before_listing() -> None:
+    """``MAX_EXPERT_LAYERS`` (2**16) routed-expert MLPs over all layers: one more is refused
+    before anything is listed; at the bound, with the routed experts left out, the rest is
+    listed (one router of 2**16 rows)."""
+    data = json.loads(LLAMA.read_text())
+    data.update(num_hidden_layers=1, num_local_experts=MAX_EXPERT_LAYERS)
+    tensors = checkpoint_tensors(parse_model_config(data), routed_experts=False)
+    assert any(t.shape == (MAX_EXPERT_LAYERS, 4096) for t in tensors)
+    data.update(num_hidden_layers=2, num_local_experts=MAX_EXPERT_LAYERS // 2 + 1)
+    with pytest.raises(InvalidFieldError, match="num_experts"):
+        checkpoint_tensors(parse_model_config(data), routed_experts=False)
+
+
+def test_nemotron_h_moe_layers_are_refused_by_name() -> None:
+    data = json.loads((SMALL / "nemotron_h_options.json").read_text())
+    data["hybrid_override_pattern"] = "M-*E"
+    with pytest.raises(InvalidFieldError, match="MoE layers have no weight layout"):
+        checkpoint_tensors(parse_model_config(data))
+
+
+def test_an_unknown_quantization_is_refused_by_name() -> None:
+    with pytest.raises(InvalidFieldError, match="quantization"):
+        checkpoint_tensors(_config(LLAMA), quantization="int3")
+    for name in QUANTIZATIONS:
+        assert checkpoint_tensors(_config(LLAMA), quantization=name)
+
+
+def test_gemma3s_text_config_takes_transformers_defaults() -> None:
+    """google/gemma-3-4b-it's text_config gives only its shape; vLLM reads the rest from
+    transformers' ``Gemma3TextConfig`` defaults (the expected values here, read from the
+    installed transformers), and kvpure lays the tensors out from those."""
+    transformers = pytest.importorskip("transformers")
+    data = json.loads((ROOT / "tests/data/model_configs/gemma3_4b_hf.json").read_text())
+    del data["text_config"]["intermediate_size"], data["text_config"]["model_type"]
+    reference = transformers.Gemma3Config(**data).text_config
+    tensors = {t.name: t.shape for t in checkpoint_tensors(parse_model_config(data))}
+    h = reference.hidden_size
+    assert tensors["model.layers.0.mlp.up_proj.weight"] == (reference.intermediate_size, h)
+    assert tensors["model.embed_tokens.weight"] == (reference.vocab_size, h)
+    assert reference.model_type == "gemma3_text"  # per-head q/k norms, four norms a layer
+    assert tensors["model.layers.0.self_attn.q_norm.weight"] == (reference.head_dim,)
+    assert "model.layers.0.pre_feedforward_layernorm.weight" in tensors

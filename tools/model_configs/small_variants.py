@@ -49,10 +49,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "qwen3_moe_sparse_step.json": (
         "qwen3_30b_a3b.json",
         {
-            "num_hidden_layers": 6,
+            "num_hidden_layers": 7,
             "num_experts": 4,
-            "mlp_only_layers": [0],
-            "decoder_sparse_step": 2,
+            "mlp_only_layers": [5],
+            "decoder_sparse_step": 3,
         },
     ),
     "glm4_moe_small.json": (
@@ -92,6 +92,26 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "olmo_1.json": (
         "olmo2_7b.json",
         {"num_hidden_layers": 2, "model_type": "olmo", "architectures": ["OlmoForCausalLM"]},
+    ),
+    "llama_no_experts.json": (
+        "llama3_2_1b.json",
+        {"num_hidden_layers": 2, "num_local_experts": 0},
+    ),
+    "cohere2_qk_norm.json": (
+        "command_r7b.json",
+        {"num_hidden_layers": 4, "use_qk_norm": True},
+    ),
+    "whisper_defaults.json": (
+        "whisper_large_v3.json",
+        # WhisperConfig's defaults: 80 mel bins, 1500 source and 448 target positions
+        {
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "num_hidden_layers": 1,
+            "num_mel_bins": DROP,
+            "max_source_positions": DROP,
+            "max_target_positions": DROP,
+        },
     ),
     "jamba_options.json": (
         "jamba_v0_1.json",
