@@ -188,3 +188,21 @@ def test_gemma3s_text_config_takes_transformers_defaults() -> None:
     assert reference.model_type == "gemma3_text"  # per-head q/k norms, four norms a layer
     assert tensors["model.layers.0.self_attn.q_norm.weight"] == (reference.head_dim,)
     assert "model.layers.0.pre_feedforward_layernorm.weight" in tensors
+
+
+def test_whisper_under_mxfp4_stays_unquantized() -> None:
+    """Whisper has no routed experts, and Mxfp4Config leaves every linear layer
+    unquantized: the same tensors as the bfloat16 checkpoint."""
+    whisper = _config(SMALL / "whisper_defaults.json")
+    assert checkpoint_tensors(whisper, quantization="mxfp4") == checkpoint_tensors(whisper)
+    fp8 = {t.dtype for t in checkpoint_tensors(whisper, quantization="fp8")}
+    assert fp8 == {"BF16", "F8_E4M3", "F32"}
+
+
+@pytest.mark.parametrize("key", ["hidden_size", "num_hidden_layers", "vocab_size"])
+def test_a_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> None:
+    one = {"num_attention_heads": 1, "num_key_value_heads": 1, "num_hidden_layers": 1}
+    tensors = checkpoint_tensors(_config(LLAMA, **{**one, key: 1}))
+    assert tensors[0].name == "model.embed_tokens.weight"
+    with pytest.raises(InvalidFieldError, match=key):
+        checkpoint_tensors(_config(LLAMA, **{**one, key: 0}))
