@@ -210,6 +210,9 @@ def test_short_prefixes_are_counted_only_with_prefix_caching() -> None:
     # a shared prefix of a whole block or more can hit: not short
     assert short_prefix_tokens(_requests(A[:16], A[:20]), 16) == (0, 0)
     assert short_prefix_tokens(_requests(A[:16], A[:15]), 16) == (1, 15)
+    # one shared token; a whole earlier prompt as the prefix (not one token past it)
+    assert short_prefix_tokens(_requests((1, 2, 3), (1, 9)), 16) == (1, 1)
+    assert short_prefix_tokens(_requests((1, 2, 3), (1, 2)), 16) == (1, 2)
 
 
 def test_the_unbounded_pool_holds_one_request_of_the_model_length() -> None:

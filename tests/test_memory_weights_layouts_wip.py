@@ -206,3 +206,9 @@ def test_a_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> Non
     assert tensors[0].name == "model.embed_tokens.weight"
     with pytest.raises(InvalidFieldError, match=key):
         checkpoint_tensors(_config(LLAMA, **{**one, key: 0}))
+
+
+@pytest.mark.parametrize("key", ["n_routed_experts", "num_local_experts", "num_experts"])
+def test_a_negative_expert_count_is_refused_by_name(key: str) -> None:
+    with pytest.raises(InvalidFieldError, match=key):
+        checkpoint_tensors(_config(LLAMA, **{key: -1}))
