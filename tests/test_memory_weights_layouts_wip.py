@@ -212,3 +212,28 @@ def test_a_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> Non
 def test_a_negative_expert_count_is_refused_by_name(key: str) -> None:
     with pytest.raises(InvalidFieldError, match=key):
         checkpoint_tensors(_config(LLAMA, **{key: -1}))
+
+
+def test_a_zero_sparse_step_is_refused_by_name() -> None:
+    data = json.loads((SMALL / "qwen3_moe_sparse_step.json").read_text())
+    data["decoder_sparse_step"] = 0
+    with pytest.raises(InvalidFieldError, match="decoder_sparse_step"):
+        checkpoint_tensors(parse_model_config(data))
+
+
+@pytest.mark.parametrize("pattern", ["M-*X", "M-*", "M-*MM", None])
+def test_a_bad_nemotron_h_pattern_is_refused_with_what_it_gave(pattern: str | None) -> None:
+    """Of the right length with a letter outside M, *, -, E; too short; too long; absent."""
+    data = json.loads((SMALL / "nemotron_h_options.json").read_text())
+    data["hybrid_override_pattern"] = pattern
+    with pytest.raises(InvalidFieldError, match="M, \\*, -, E") as error:
+        checkpoint_tensors(parse_model_config(data))
+    assert error.value.value == (pattern or "")
+
+
+def test_jamba_leaves_its_routed_experts_out_when_asked() -> None:
+    jamba = _config(SMALL / "jamba_options.json")
+    assert any(".experts." in t.name for t in checkpoint_tensors(jamba))
+    rest = checkpoint_tensors(jamba, routed_experts=False)
+    assert not any(".experts." in t.name for t in rest)
+    assert any(t.name.endswith(".feed_forward.gate.weight") for t in rest)  # the router
