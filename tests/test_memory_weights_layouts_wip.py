@@ -199,7 +199,9 @@ def test_whisper_under_mxfp4_stays_unquantized() -> None:
     assert fp8 == {"BF16", "F8_E4M3", "F32"}
 
 
-@pytest.mark.parametrize("key", ["hidden_size", "num_hidden_layers", "vocab_size"])
+@pytest.mark.parametrize(
+    "key", ["hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size"]
+)
 def test_a_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> None:
     one = {"num_attention_heads": 1, "num_key_value_heads": 1, "num_hidden_layers": 1}
     tensors = checkpoint_tensors(_config(LLAMA, **{**one, key: 1}))
@@ -237,3 +239,47 @@ def test_jamba_leaves_its_routed_experts_out_when_asked() -> None:
     rest = checkpoint_tensors(jamba, routed_experts=False)
     assert not any(".experts." in t.name for t in rest)
     assert any(t.name.endswith(".feed_forward.gate.weight") for t in rest)  # the router
+
+
+def test_jambas_layer_placement_defaults_are_transformers() -> None:
+    """Without ``attn_layer_period``/``offset`` and ``expert_layer_period``/``offset``,
+    vLLM's Jamba takes transformers' ``JambaConfig`` defaults: its ``layers_block_type``
+    and ``layers_num_experts`` (read from the installed transformers) are the expected
+    layers."""
+    transformers = pytest.importorskip("transformers")
+    data = json.loads((ROOT / "tests/data/model_configs/jamba_v0_1.json").read_text())
+    for key in ("attn_layer_period", "attn_layer_offset"):
+        del data[key]
+    for key in ("expert_layer_period", "expert_layer_offset"):
+        data.pop(key, None)
+    data.update(num_hidden_layers=16, num_experts=4)
+    reference = transformers.JambaConfig(**data)
+    names = [t.name for t in checkpoint_tensors(parse_model_config(data))]
+    for i, (kind, experts) in enumerate(
+        zip(reference.layers_block_type, reference.layers_num_experts, strict=True)
+    ):
+        mixer = "self_attn" if kind == "attention" else "mamba"
+        assert any(n.startswith(f"model.layers.{i}.{mixer}.") for n in names)
+        routed = any(n.startswith(f"model.layers.{i}.feed_forward.experts.") for n in names)
+        assert routed == (experts > 1)
+
+
+def test_a_llama_checkpoint_has_hugging_faces_names() -> None:
+    """The names of meta-llama/Meta-Llama-3-8B's model.safetensors.index.json."""
+    names = [t.name for t in checkpoint_tensors(_config(LLAMA))]
+    assert [n for n in names if ".layers." not in n] == [
+        "model.embed_tokens.weight",
+        "model.norm.weight",
+        "lm_head.weight",
+    ]
+    assert sorted(n.removeprefix("model.layers.0.") for n in names if ".layers.0." in n) == [
+        "input_layernorm.weight",
+        "mlp.down_proj.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "post_attention_layernorm.weight",
+        "self_attn.k_proj.weight",
+        "self_attn.o_proj.weight",
+        "self_attn.q_proj.weight",
+        "self_attn.v_proj.weight",
+    ]
