@@ -25,6 +25,7 @@ import pytest
 
 from kvpure.cache.errors import UnsupportedTraceError
 from kvpure.cache.workload import (
+    CONCURRENCY_MODEL,
     DEFAULT_MAX_NUM_SEQS,
     RunResult,
     WorkloadReport,
@@ -233,3 +234,9 @@ def test_a_two_group_model_is_replayed_on_a_pool_for_each_group() -> None:
     result = unbounded_run(_requests(A, A), gemma, deployment)
     assert result.num_blocks == 65 * 2 + 2
     assert (result.queries, result.hits) == (128, 48)
+
+
+def test_the_reports_name_the_concurrency_model_of_the_docs() -> None:
+    """docs/capacity-reports.md: arrival order, no preemption, no chunked prefill."""
+    assert CONCURRENCY_MODEL.startswith("requests admitted in arrival order")
+    assert CONCURRENCY_MODEL.endswith("retried; no preemption, no chunked prefill")
