@@ -147,14 +147,15 @@ def test_a_float32_checkpoint_lists_float32_tensors() -> None:
 
 
 def test_the_expert_bound_is_checked_before_listing() -> None:
-    """``MAX_EXPERT_LAYERS`` (2**16) routed-expert MLPs over all layers: one more is refused
-    before anything is listed; at the bound, with the routed experts left out, the rest is
-    listed (one router of 2**16 rows)."""
+    """2**16 routed-expert MLPs over all layers (``MAX_EXPERT_LAYERS``'s documented bound):
+    one more is refused before anything is listed; at the bound, with the routed experts
+    left out, the rest is listed (one router of 2**16 rows)."""
+    assert MAX_EXPERT_LAYERS == 65536
     data = json.loads(LLAMA.read_text())
-    data.update(num_hidden_layers=1, num_local_experts=MAX_EXPERT_LAYERS)
+    data.update(num_hidden_layers=1, num_local_experts=65536)
     tensors = checkpoint_tensors(parse_model_config(data), routed_experts=False)
-    assert any(t.shape == (MAX_EXPERT_LAYERS, 4096) for t in tensors)
-    data.update(num_hidden_layers=2, num_local_experts=MAX_EXPERT_LAYERS // 2 + 1)
+    assert any(t.shape == (65536, 4096) for t in tensors)
+    data.update(num_hidden_layers=2, num_local_experts=32769)
     with pytest.raises(InvalidFieldError, match="num_experts"):
         checkpoint_tensors(parse_model_config(data), routed_experts=False)
 

@@ -86,3 +86,13 @@ def test_float32_parameters_keep_four_bytes_under_any_served_dtype() -> None:
     biases = [t for t in checkpoint_tensors(kimi) if t.name.endswith("e_score_correction_bias")]
     assert len(biases) == 2  # one per MoE layer (3 layers, the first dense)
     assert all(t.dtype == "F32" and t.shape == (8,) for t in biases)
+
+
+def test_minimax_m2_without_use_routing_bias_has_none() -> None:
+    """minimax_m2.py reads ``getattr(config, "use_routing_bias", False)``: a config.json
+    without the key is counted as vLLM counted the one that sets it false."""
+    data = json.loads((DATA / "small/minimax_m2_plain.json").read_text())
+    del data["use_routing_bias"]
+    parts = COUNTS["minimax_m2_plain.json"]["parts"]
+    vllm = {k: v["param_bytes"] + v["buffer_bytes"] for k, v in parts.items()}
+    assert _kvpure_parts(parse_model_config(data), set(parts)) == vllm
