@@ -82,8 +82,9 @@ def test_the_release_is_the_argument_else_the_deployments() -> None:
     assert (
         replay_config(LAYOUT, _deployment(vllm_version="0.26"), "0.34").rules.vllm_version == "0.34"
     )
-    with pytest.raises(UnknownVllmVersionError, match="--vllm"):
+    with pytest.raises(UnknownVllmVersionError, match="--vllm") as error:
         replay_config(LAYOUT, _deployment(), "0.1")
+    assert error.value.field == "--vllm"  # the flag the CLI passes it from
 
 
 def _result(**fields: object) -> RunResult:
