@@ -284,3 +284,21 @@ def test_a_llama_checkpoint_has_hugging_faces_names() -> None:
         "self_attn.q_proj.weight",
         "self_attn.v_proj.weight",
     ]
+
+
+@pytest.mark.parametrize("name", ["gemma2_2b.json", "gemma3_1b.json", "glm_4_9b_0414.json"])
+def test_the_extra_norms_have_hugging_faces_names(name: str) -> None:
+    """google/gemma-2-2b-it and gemma-3-1b-it: four norms a layer (gemma2.py, gemma3.py);
+    THUDM/GLM-4-9B-0414: post-attention and post-MLP norms too (glm4.py)."""
+    config = _config(ROOT / "tests/data/model_configs" / name)
+    norms = {
+        t.name.removeprefix("model.layers.0.")
+        for t in checkpoint_tensors(config)
+        if t.name.startswith("model.layers.0.") and "layernorm" in t.name
+    }
+    extra = (
+        {"post_self_attn_layernorm.weight", "post_mlp_layernorm.weight"}
+        if name.startswith("glm")
+        else {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"}
+    )
+    assert norms == {"input_layernorm.weight", "post_attention_layernorm.weight", *extra}
