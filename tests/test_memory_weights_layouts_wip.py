@@ -302,3 +302,13 @@ def test_the_extra_norms_have_hugging_faces_names(name: str) -> None:
         else {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"}
     )
     assert norms == {"input_layernorm.weight", "post_attention_layernorm.weight", *extra}
+
+
+def test_the_first_zero_shape_is_the_one_named() -> None:
+    """Fields are read in config.json's order of meaning: the width before the depth and
+    the vocabulary, so a config with several zeros names the width."""
+    zeros = {"hidden_size": 0, "num_hidden_layers": 0, "vocab_size": 0}
+    with pytest.raises(InvalidFieldError, match="hidden_size"):
+        checkpoint_tensors(_config(LLAMA, **zeros))
+    with pytest.raises(InvalidFieldError, match="num_hidden_layers"):
+        checkpoint_tensors(_config(LLAMA, **{**zeros, "hidden_size": 4096}))
