@@ -19,6 +19,7 @@ Expected values:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,16 @@ def test_the_reports_name_the_concurrency_model_of_the_docs() -> None:
     """docs/capacity-reports.md: arrival order, no preemption, no chunked prefill."""
     assert CONCURRENCY_MODEL.startswith("requests admitted in arrival order")
     assert CONCURRENCY_MODEL.endswith("retried; no preemption, no chunked prefill")
+
+
+def test_the_unbounded_pool_keeps_an_auto_fitted_model_length() -> None:
+    """A deployment whose model length vLLM fits to the memory (``--max-model-len auto``):
+    the unbounded pool is sized for the fitted length and planned with it, not with the
+    model's full 8,192 tokens, which that pool would refuse."""
+    deployment = _deployment(kv_cache_memory_bytes=64 * 2**20, max_model_len=None)
+    deployment = replace(deployment, auto_fit_max_model_len=True)
+    config = replay_config(LAYOUT, deployment)
+    assert config.max_model_len < 8192
+    result = unbounded_run(_requests(A, A), LAYOUT, deployment, replayed=True)
+    assert (result.queries, result.hits) == (128, 48)
+    assert result.num_blocks == -(-config.max_model_len // 16) + 1 + 2

@@ -286,22 +286,40 @@ def test_a_llama_checkpoint_has_hugging_faces_names() -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["gemma2_2b.json", "gemma3_1b.json", "glm_4_9b_0414.json"])
-def test_the_extra_norms_have_hugging_faces_names(name: str) -> None:
-    """google/gemma-2-2b-it and gemma-3-1b-it: four norms a layer (gemma2.py, gemma3.py);
-    THUDM/GLM-4-9B-0414: post-attention and post-MLP norms too (glm4.py)."""
+_BOTH = ("input_layernorm", "post_attention_layernorm")
+_FF = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
+NORMS = {
+    "gemma2_2b.json": (*_BOTH, *_FF),
+    "gemma3_1b.json": (*_BOTH, *_FF),
+    "glm_4_9b_0414.json": (*_BOTH, "post_self_attn_layernorm", "post_mlp_layernorm"),
+    "olmo2_7b.json": ("post_attention_layernorm", "post_feedforward_layernorm"),
+    "olmo3_7b.json": ("post_attention_layernorm", "post_feedforward_layernorm"),
+    "aya_23_8b.json": ("input_layernorm",),
+    "command_r7b.json": ("input_layernorm",),
+}
+"""Each family's decoder-layer norms, as its Hugging Face checkpoints name them
+(google/gemma-2-2b-it, gemma-3-1b-it; THUDM/GLM-4-9B-0414; allenai/OLMo-2-1124-7B,
+Olmo-3-7B: norms after each block; CohereForAI/aya-23-8B, c4ai-command-r7b: one norm,
+attention and MLP in parallel), which vLLM's model files load by name."""
+
+
+@pytest.mark.parametrize("name", sorted(NORMS))
+def test_the_norms_have_hugging_faces_names(name: str) -> None:
     config = _config(ROOT / "tests/data/model_configs" / name)
     norms = {
-        t.name.removeprefix("model.layers.0.")
+        t.name.removeprefix("model.layers.0.").removesuffix(".weight")
         for t in checkpoint_tensors(config)
         if t.name.startswith("model.layers.0.") and "layernorm" in t.name
     }
-    extra = (
-        {"post_self_attn_layernorm.weight", "post_mlp_layernorm.weight"}
-        if name.startswith("glm")
-        else {"pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"}
-    )
-    assert norms == {"input_layernorm.weight", "post_attention_layernorm.weight", *extra}
+    assert norms == set(NORMS[name])
+
+
+def test_a_bare_gemma3_config_has_gemma3s_four_norms() -> None:
+    """model_type ``gemma3`` with no text_config (the text model at top level)."""
+    data = json.loads((ROOT / "tests/data/model_configs/gemma3_1b.json").read_text())
+    data["model_type"] = "gemma3"
+    names = {t.name for t in checkpoint_tensors(parse_model_config(data))}
+    assert {f"model.layers.0.{n}.weight" for n in (*_BOTH, *_FF)} <= names
 
 
 def test_the_first_zero_shape_is_the_one_named() -> None:
