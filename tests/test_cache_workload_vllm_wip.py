@@ -202,6 +202,11 @@ def test_the_unbounded_pool_holds_every_request_whole() -> None:
     assert (replayed.hits, replayed.queries) == (96, 256)
     counted = unbounded_run(requests, LAYOUT, deployment, 1)
     assert (counted.num_blocks, counted.hits, counted.queries) == (34, 96, 256)
+    assert counted.mean_request_hit_rate == replayed.mean_request_hit_rate == 0.75 / 2
+    assert counted.measured_requests == 4
+    # one full-attention group: counted from the seen hashes (no pool, no prefix tally)
+    assert counted.top_prefixes == ()
+    assert replayed.top_prefixes != ()
 
 
 def test_short_prefixes_are_counted_only_with_prefix_caching() -> None:
@@ -235,6 +240,7 @@ def test_a_two_group_model_is_replayed_on_a_pool_for_each_group() -> None:
     deployment = _deployment(num_gpu_blocks_override=200, vllm_version="0.26")
     result = unbounded_run(_requests(A, A), gemma, deployment)
     assert result.num_blocks == 65 * 2 + 2
+    assert result.top_prefixes != ()  # replayed, not counted
     assert (result.queries, result.hits) == (128, 48)
 
 

@@ -320,6 +320,20 @@ def test_a_bare_gemma3_config_has_gemma3s_four_norms() -> None:
     data["model_type"] = "gemma3"
     names = {t.name for t in checkpoint_tensors(parse_model_config(data))}
     assert {f"model.layers.0.{n}.weight" for n in (*_BOTH, *_FF)} <= names
+    assert "model.layers.0.self_attn.q_norm.weight" in names  # per head (gemma3.py)
+
+
+def test_deepseek_v3s_query_compression_default_is_transformers() -> None:
+    """Without ``q_lora_rank`` vLLM reads transformers' ``DeepseekV3Config`` default
+    (read from the installed transformers): the query goes through ``q_a_proj``."""
+    transformers = pytest.importorskip("transformers")
+    data = json.loads((ROOT / "examples/deepseek_v3.json").read_text())
+    data.pop("quantization_config", None)
+    del data["q_lora_rank"]
+    data.update(num_hidden_layers=1, n_routed_experts=2)
+    rank = transformers.DeepseekV3Config(**data).q_lora_rank
+    shapes = {t.name: t.shape for t in checkpoint_tensors(parse_model_config(data))}
+    assert shapes["model.layers.0.self_attn.q_a_proj.weight"] == (rank, data["hidden_size"])
 
 
 def test_the_first_zero_shape_is_the_one_named() -> None:
