@@ -344,3 +344,15 @@ def test_the_first_zero_shape_is_the_one_named() -> None:
         checkpoint_tensors(_config(LLAMA, **zeros))
     with pytest.raises(InvalidFieldError, match="num_hidden_layers"):
         checkpoint_tensors(_config(LLAMA, **{**zeros, "hidden_size": 4096}))
+
+
+def test_a_one_expert_router_keeps_its_float32_bias() -> None:
+    """deepseek_v2.py: with ``topk_method: noaux_tc`` the router's
+    ``e_score_correction_bias`` is ``torch.empty(n_routed_experts, dtype=torch.float32)``,
+    one routed expert included."""
+    data = json.loads((SMALL / "kimi_k2_small.json").read_text())
+    data["n_routed_experts"] = 1
+    biases = [
+        t for t in checkpoint_tensors(parse_model_config(data)) if "e_score_correction" in t.name
+    ]
+    assert [(t.dtype, t.shape) for t in biases] == [("F32", (1,))] * 2
