@@ -204,6 +204,7 @@ def test_the_unbounded_pool_holds_every_request_whole() -> None:
     assert (counted.num_blocks, counted.hits, counted.queries) == (34, 96, 256)
     assert counted.mean_request_hit_rate == replayed.mean_request_hit_rate == 0.75 / 2
     assert counted.measured_requests == 4
+    assert counted.num_unservable == replayed.num_unservable == 0
     # one full-attention group: counted from the seen hashes (no pool, no prefix tally)
     assert counted.top_prefixes == ()
     assert replayed.top_prefixes != ()
