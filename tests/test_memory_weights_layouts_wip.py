@@ -356,3 +356,13 @@ def test_a_one_expert_router_keeps_its_float32_bias() -> None:
         t for t in checkpoint_tensors(parse_model_config(data)) if "e_score_correction" in t.name
     ]
     assert [(t.dtype, t.shape) for t in biases] == [("F32", (1,))] * 2
+
+
+@pytest.mark.parametrize(
+    "key", ["d_model", "num_mel_bins", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_layers"]
+)
+def test_a_whisper_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> None:
+    whisper = SMALL / "whisper_defaults.json"
+    assert checkpoint_tensors(_config(whisper, **{key: 1}))
+    with pytest.raises(InvalidFieldError, match=key):
+        checkpoint_tensors(_config(whisper, **{key: 0}))
