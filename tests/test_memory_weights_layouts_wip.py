@@ -201,7 +201,15 @@ def test_whisper_under_mxfp4_stays_unquantized() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size"]
+    "key",
+    [
+        "hidden_size",
+        "num_hidden_layers",
+        "vocab_size",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+    ],
 )
 def test_a_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> None:
     one = {"num_attention_heads": 1, "num_key_value_heads": 1, "num_hidden_layers": 1}
