@@ -367,10 +367,45 @@ def test_a_one_expert_router_keeps_its_float32_bias() -> None:
 
 
 @pytest.mark.parametrize(
-    "key", ["d_model", "num_mel_bins", "encoder_ffn_dim", "decoder_ffn_dim", "encoder_layers"]
+    "key",
+    [
+        "d_model",
+        "num_mel_bins",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+        "encoder_layers",
+        "decoder_layers",
+        "max_source_positions",
+        "max_target_positions",
+        "vocab_size",
+    ],
 )
 def test_a_whisper_shape_of_zero_is_refused_by_name_and_one_is_laid_out(key: str) -> None:
     whisper = SMALL / "whisper_defaults.json"
     assert checkpoint_tensors(_config(whisper, **{key: 1}))
     with pytest.raises(InvalidFieldError, match=key):
         checkpoint_tensors(_config(whisper, **{key: 0}))
+
+
+def test_whispers_tensors_have_hugging_faces_names_and_vllms_shapes() -> None:
+    """openai/whisper-large-v3's checkpoint names outside the layers; the position tables
+    ``max_source_positions`` / ``max_target_positions`` rows (whisper.py), here 750 and
+    224 so that neither default stands in."""
+    whisper = _config(
+        SMALL / "whisper_defaults.json", max_source_positions=750, max_target_positions=224
+    )
+    shapes = {t.name: t.shape for t in checkpoint_tensors(whisper) if ".layers." not in t.name}
+    d = 1280
+    assert shapes == {
+        "model.encoder.conv1.weight": (d, 80, 3),
+        "model.encoder.conv1.bias": (d,),
+        "model.encoder.conv2.weight": (d, d, 3),
+        "model.encoder.conv2.bias": (d,),
+        "model.encoder.embed_positions.weight": (750, d),
+        "model.encoder.layer_norm.weight": (d,),
+        "model.encoder.layer_norm.bias": (d,),
+        "model.decoder.embed_tokens.weight": (51866, d),
+        "model.decoder.embed_positions.weight": (224, d),
+        "model.decoder.layer_norm.weight": (d,),
+        "model.decoder.layer_norm.bias": (d,),
+    }
