@@ -409,3 +409,28 @@ def test_whispers_tensors_have_hugging_faces_names_and_vllms_shapes() -> None:
         "model.decoder.layer_norm.weight": (d,),
         "model.decoder.layer_norm.bias": (d,),
     }
+
+
+@pytest.mark.parametrize(
+    ("key", "least"),
+    [
+        ("kv_lora_rank", 1),
+        ("qk_rope_head_dim", 0),
+        ("qk_nope_head_dim", 0),
+        ("v_head_dim", 1),
+        ("q_lora_rank", 1),
+    ],
+)
+def test_an_mla_width_under_its_least_is_refused_by_name(key: str, least: int) -> None:
+    """DeepSeek-V2's latent widths: the rope and nope parts of a head may be 0, the rest
+    at least 1; one under is refused naming the key, the least is laid out."""
+    deepseek = SMALL / "deepseek_v2_q_lora.json"
+    assert checkpoint_tensors(_config(deepseek, **{key: least}))
+    with pytest.raises(InvalidFieldError, match=key):
+        checkpoint_tensors(_config(deepseek, **{key: least - 1}))
+
+
+def test_a_zero_head_dim_is_refused_by_name() -> None:
+    assert checkpoint_tensors(_config(LLAMA, head_dim=1))
+    with pytest.raises(InvalidFieldError, match="head_dim"):
+        checkpoint_tensors(_config(LLAMA, head_dim=0))
