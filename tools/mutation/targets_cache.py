@@ -7,6 +7,9 @@ first failure, so a mutant that breaks an answer is usually killed in seconds.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 # the replay's goldens (vLLM 0.26 and 0.34 logs), its typed errors, and the random
 # traces replayed through vLLM 0.26's own KVCacheManager (tools/vllm_oracle)
 _CACHE_TESTS = (
@@ -53,6 +56,49 @@ _SAFETENSORS_TESTS = (
     ),
 )
 
+# round 5 (mutwork): the tensors a config.json implies, against every parameter and
+# buffer of vLLM 0.26's own model classes, part by part (the 39 bundled configs and small
+# variants of them), plus the refusals. The five bundled MoE configs with hundreds of
+# experts a layer (10-25 s each: Kimi-K2, MiniMax-M2, Qwen3-30B-A3B, Qwen3-VL-30B-A3B,
+# GLM-4.5-Air) are left to test_memory_weights_small.py's variants with a few experts.
+_SLOW_WEIGHT_CONFIGS = frozenset(
+    {
+        "kimi_k2_instruct.json",
+        "minimax_m2.json",
+        "qwen3_30b_a3b.json",
+        "qwen3_vl_30b_a3b.json",
+        "glm_4_5_air.json",
+    }
+)
+
+
+def _weight_count_names() -> list[str]:
+    data = Path(__file__).resolve().parents[2] / "tests/data/model_configs"
+    names: set[str] = set()
+    for file in ("vllm_weight_counts.json", "vllm_weight_counts_more.json"):
+        names |= set(json.loads((data / file).read_text())["models"])
+    return sorted(names - _SLOW_WEIGHT_CONFIGS)
+
+
+_EXACT = "tests/test_memory_weights_exact.py::test_"
+_WEIGHTS_TESTS = (
+    "tests/test_memory_weights_small.py",
+    "tests/test_memory_weights_layouts.py",
+    *(_EXACT + f"each_part_equals_vllms_allocation[{name}]" for name in _weight_count_names()),
+    _EXACT + "whisper_splits_its_linear_layers_but_not_its_embeddings",
+    _EXACT + "a_bad_hybrid_pattern_is_a_typed_error",
+    "tests/test_memory_params.py",
+    "tests/test_memory_weights_vllm.py",
+    _HARDENING + "a_config_naming_a_trillion_experts_is_refused_at_once",
+)
+_WEIGHT_MODULES = (
+    "checkpoint_tensors",
+    "checkpoint_layers",
+    "model_traits",
+    "hybrid_layers",
+    "whisper_tensors",
+)
+
 CACHE_TARGETS: dict[str, tuple[str, ...]] = {
     # the Python loops are the reference the C loops stand in for: the random-state and
     # random-trace comparisons switch the C loops off, and the goldens replay on both
@@ -90,11 +136,25 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
         "tests/test_cache_hash_trace.py",  # hash-id traces: the trace-block set
     ),
     "kvpure/cache/trace.py": _CACHE_TRACE_TESTS,
+    # round 5: without the stream file's memory check (53 s of a 64 s baseline; it reads
+    # a file through workload_files, which no mutant of workload.py changes)
     "kvpure/cache/workload.py": (
         "tests/test_cache_workload.py",
-        "tests/test_cache_workload_stream.py",
+        "tests/test_cache_workload_vllm.py",
         "tests/test_cache_text_workload.py",
+        # hash-id traces on an EAGLE deployment take the token path
+        "tests/test_cache_hash_trace.py::test_with_eagle_lookahead_a_trace_takes_the_token_path",
+        *(
+            "tests/test_cache_workload_stream.py::test_" + name
+            for name in (
+                "the_first_bad_line_is_reported_without_reading_the_rest",
+                "lines_split_on_newline_only",
+                "a_line_over_the_limit_is_refused_and_one_at_it_is_read",
+                "a_fifo_and_a_folder_are_refused_before_opening",
+                "array_items_are_read_one_at_a_time_across_chunks",
+            )
+        ),
     ),
     "kvpure/memory_profile/safetensors_header.py": _SAFETENSORS_TESTS,
-    "kvpure/memory_profile/checkpoint_tensors.py": _SAFETENSORS_TESTS,
+    **{f"kvpure/memory_profile/{name}.py": _WEIGHTS_TESTS for name in _WEIGHT_MODULES},
 }

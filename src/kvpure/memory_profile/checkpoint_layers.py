@@ -26,10 +26,11 @@ _PER_HEAD_QK_NORM: Final = frozenset(
 """Families whose attention normalizes each query and key head (one ``head_dim`` weight
 each: qwen3.py, qwen3_moe.py, gemma3.py, qwen3_next.py; Qwen3-VL's language model is
 Qwen3's)."""
-_FULL_WIDTH_QK_NORM: Final = frozenset({"olmo2", "olmo3"})
-_OPTIONAL_FULL_WIDTH_QK_NORM: Final = frozenset({"minimax_m2", "cohere", "cohere2"})
+_FULL_WIDTH_QK_NORM: Final = frozenset({"olmo2", "olmo3", "minimax_m2"})
+_OPTIONAL_FULL_WIDTH_QK_NORM: Final = frozenset({"cohere", "cohere2"})
 """Families whose q_norm / k_norm span all the query / key heads (olmo3.py, OLMo-2's
-Hugging Face model; minimax_m2.py and commandr.py when ``use_qk_norm``)."""
+Hugging Face model, minimax_m2.py whatever ``use_qk_norm`` says; commandr.py when
+``use_qk_norm``)."""
 _Q_LORA_DEFAULT: Final = {"deepseek_v2": 1536, "deepseek_v3": 1536}
 """transformers' ``DeepseekV2Config`` / ``DeepseekV3Config`` default ``q_lora_rank`` when
 config.json omits the key (an explicit null means no query compression)."""

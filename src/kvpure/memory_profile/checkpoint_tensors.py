@@ -142,4 +142,4 @@ def checkpoint_tensors(
 
 def parameter_count(config: HFConfig) -> int:
     """Parameters of the language model (elements of the unquantized :func:`checkpoint_tensors`)."""
-    return sum(t.nbytes // t.itemsize for t in checkpoint_tensors(config, quantization="none"))
+    return sum(t.nbytes // t.itemsize for t in checkpoint_tensors(config))

@@ -145,9 +145,17 @@ def _jamba(
     return out + [vec(f"{p}.{n}.weight", h, dt) for n in ("input_layernorm", "pre_ff_layernorm")]
 
 
+_FALCON_H1_D_SSM: Final = 1024
+"""transformers' ``FalconH1Config`` default ``mamba_d_ssm``, taken when config.json omits
+the key (an explicit null means ``mamba_expand x hidden_size``)."""
+
+
 def falcon_h1_inner(cfg: HFConfig) -> int:
-    """Falcon-H1's Mamba2 width: ``mamba_d_ssm``, else ``mamba_expand x hidden_size``."""
+    """Falcon-H1's Mamba2 width: ``mamba_d_ssm`` (1024 when absent), else (null)
+    ``mamba_expand x hidden_size``."""
     h = cfg.int_("hidden_size", minimum=1)
+    if "mamba_d_ssm" not in cfg.data:
+        return _FALCON_H1_D_SSM
     if cfg.has("mamba_d_ssm"):
         return cfg.int_("mamba_d_ssm", minimum=1)
     return int(cfg.float_("mamba_expand", 2.0) * h)

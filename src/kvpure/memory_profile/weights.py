@@ -168,7 +168,8 @@ def weights_layout(config: HFConfig) -> ShardingLayout:
     else:
         heads = cfg.int_("num_attention_heads", minimum=1)
     return ShardingLayout(
-        num_layers=cfg.int_("num_hidden_layers", minimum=1),
+        # whisper: the decoder's layers (num_hidden_layers is transformers' encoder_layers)
+        num_layers=cfg.int_("decoder_layers" if whisper else "num_hidden_layers", minimum=1),
         num_kv_heads=cfg.int_("num_key_value_heads", heads, minimum=1),
         tie_word_embeddings=tied_embeddings(cfg),
         float32_params=float32_params(cfg),
