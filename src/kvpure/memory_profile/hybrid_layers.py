@@ -25,6 +25,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.checkpoint_layers import attention, linear, mlp, moe, vec
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
+from kvpure.models.families.hybrid import falcon_h1_mamba_width
 
 __all__ = ["HYBRID_FAMILIES", "falcon_h1_projected", "hybrid_layer", "mamba2"]
 
@@ -145,20 +146,9 @@ def _jamba(
     return out + [vec(f"{p}.{n}.weight", h, dt) for n in ("input_layernorm", "pre_ff_layernorm")]
 
 
-_FALCON_H1_D_SSM: Final = 1024
-"""transformers' ``FalconH1Config`` default ``mamba_d_ssm``, taken when config.json omits
-the key (an explicit null means ``mamba_expand x hidden_size``)."""
-
-
 def falcon_h1_inner(cfg: HFConfig) -> int:
-    """Falcon-H1's Mamba2 width: ``mamba_d_ssm`` (1024 when absent), else (null)
-    ``mamba_expand x hidden_size``."""
-    h = cfg.int_("hidden_size", minimum=1)
-    if "mamba_d_ssm" not in cfg.data:
-        return _FALCON_H1_D_SSM
-    if cfg.has("mamba_d_ssm"):
-        return cfg.int_("mamba_d_ssm", minimum=1)
-    return int(cfg.float_("mamba_expand", 2.0) * h)
+    """Falcon-H1's Mamba2 width (the planner's rule: 1024 where ``mamba_d_ssm`` is absent)."""
+    return falcon_h1_mamba_width(cfg)
 
 
 def falcon_h1_projected(cfg: HFConfig) -> int:

@@ -131,15 +131,26 @@ def nemotron_h(top: HFConfig) -> ModelLayout:
     )
 
 
+FALCON_H1_D_SSM = 1024
+"""transformers' ``FalconH1Config`` default ``mamba_d_ssm``, which vLLM reads where
+config.json omits the key."""
+
+
+def falcon_h1_mamba_width(top: HFConfig) -> int:
+    """Falcon-H1's Mamba2 width as vLLM's falcon_h1.py takes it from transformers' config:
+    ``mamba_d_ssm`` (1024 when config.json omits it), else (null) ``mamba_expand x
+    hidden_size``."""
+    if "mamba_d_ssm" not in top.data:
+        return FALCON_H1_D_SSM
+    if top.has("mamba_d_ssm"):
+        return top.int_("mamba_d_ssm", minimum=1)
+    return int(top.float_("mamba_expand", 2.0) * top.int_("hidden_size", minimum=1))
+
+
 def falcon_h1(top: HFConfig) -> ModelLayout:
     num_layers = top.int_("num_hidden_layers", minimum=1)
     num_heads, num_kv, head_dim = heads(top)
-    hidden = top.int_("hidden_size", minimum=1)
-    channels = (
-        top.int_("mamba_d_ssm", minimum=1)
-        if top.has("mamba_d_ssm")
-        else int(top.float_("mamba_expand") * hidden)
-    )
+    channels = falcon_h1_mamba_width(top)
     window = _window(top)
     layers: list[Layer] = []
     for i in range(num_layers):
