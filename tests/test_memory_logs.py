@@ -46,7 +46,7 @@ MULTIMODAL = {
 
 
 def test_the_bundle_has_twenty_logs_each_with_a_public_source() -> None:
-    assert len(LOGS) >= 83
+    assert len(LOGS) >= 84
     for log in LOGS:
         assert log.source.startswith("https://"), log.name
         assert log.kv_cache_gib is not None or log.activation_gib is not None, log.name
@@ -253,8 +253,8 @@ def test_held_out_counts_by_release() -> None:
         "0.19": (35, 34),
         "0.22": (1, 0),
         "0.26": (1, 1),
-        "0.27": (1, 1),
-        "all": (64, 61),
+        "0.27": (2, 1),
+        "all": (65, 61),
     }
     assert rows["all"][1] >= 0.9 * rows["all"][0]
 
@@ -328,3 +328,20 @@ def test_the_logs_found_for_issue_25_cover_tp_8_and_more_gpus() -> None:
     assert [n for n, e in errors.items() if not e.within_band] == [
         "qwen3_30b_a3b_fp8_h100_v0_22_1.json"
     ]
+
+
+def test_the_fourth_search_adds_a_tp_4_rtx_pro_6000_log_of_0_27() -> None:
+    """Issue 25, fourth search: Qwen3-235B-A22B-FP8 at TP 4 on four RTX PRO 6000 Blackwell Server
+    Edition cards (no NVLink) with vLLM 0.27.1, from a runbook committed at a commit. Held out;
+    it misses the band: the log's non-torch memory (consumed less weights, 1.70 GiB) is far over
+    the 0.30 GiB NCCL figure kvpure uses off Hopper, and its activation plus graph estimate
+    (0.76 GiB, one figure in 0.27) under the modelled 0.99 + 0.39."""
+    by_name = {log.name: log for log in LOGS}
+    log = by_name["qwen3_235b_a22b_fp8_rtx_pro_6000_v0_27_1_tp4.json"]
+    assert log.split == "holdout"
+    assert re.match(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/", log.source)
+    assert (log.tensor_parallel_size, log.max_num_seqs, log.compute_capability) == (4, 32, (12, 0))
+    assert (log.weights_gib, log.non_torch_gib, log.kv_cache_gib) == (55.19, 1.7, 27.85)
+    (err,) = (e for e in kv_errors(HOLDOUT, COEFFICIENTS) if e.name == log.name)
+    assert round(err.error_gib, 2) == 0.78
+    assert not err.within_band
