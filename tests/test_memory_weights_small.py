@@ -8,7 +8,8 @@ bundled MoE configs with a few experts a layer (fast enough for mutation testing
 configs with one family option flipped or left to its default (no query compression,
 Cohere's q/k norms, Falcon-H1's and Jamba's Mamba options, Jamba's expert placement,
 Qwen3-MoE's ``mlp_only_layers`` and ``decoder_sparse_step``, Nemotron-H without conv
-biases, Whisper's encoder and decoder depths apart).
+biases and without ``n_groups`` or with ``mamba_n_groups``, Whisper's encoder and decoder
+depths apart).
 """
 
 from __future__ import annotations
