@@ -8,7 +8,8 @@ bundled MoE configs with a few experts a layer (fast enough for mutation testing
 configs with one family option flipped or left to its default (no query compression,
 Cohere's q/k norms, Falcon-H1's and Jamba's Mamba options, Jamba's expert placement,
 Qwen3-MoE's ``mlp_only_layers`` and ``decoder_sparse_step``, Nemotron-H without conv
-biases, Whisper's encoder and decoder depths apart).
+biases and without ``n_groups`` or with ``mamba_n_groups``, Whisper's encoder and decoder
+depths apart).
 """
 
 from __future__ import annotations
@@ -29,12 +30,8 @@ DATA = Path(__file__).resolve().parent / "data/model_configs"
 COUNTS = json.loads((DATA / "vllm_weight_counts_small.json").read_text())["models"]
 
 
-NOT_YET: dict[str, str] = {
-    "olmo_1.json": "OLMo-1's LayerNorms hold no weights (transformers' OlmoLayerNorm, run by "
-    "vLLM's Transformers backend): kvpure lists 20,480 norm weights and 480 buffer bytes "
-    "too many",
-}
-"""Variants whose count still differs from vLLM's (strict xfails)."""
+NOT_YET: dict[str, str] = {}
+"""Variants whose count still differs from vLLM's (strict xfails): none at present."""
 
 
 def _config(name: str) -> HFConfig:
@@ -96,3 +93,24 @@ def test_minimax_m2_without_use_routing_bias_has_none() -> None:
     parts = COUNTS["minimax_m2_plain.json"]["parts"]
     vllm = {k: v["param_bytes"] + v["buffer_bytes"] for k, v in parts.items()}
     assert _kvpure_parts(parse_model_config(data), set(parts)) == vllm
+
+
+def test_olmo_1_has_no_norm_weights_and_hugging_faces_rotary_on_the_last_stage() -> None:
+    """vLLM 0.26 builds OLMo-1 through its Transformers backend (meta-device dump of
+    ``olmo_1.json``): no norm parameter (transformers' ``OlmoLayerNorm`` has none), and two
+    float32 buffers, ``model.rotary_emb.inv_freq`` and ``original_inv_freq`` of 64
+    (head_dim 128 / 2), instead of vLLM's attention scales; base.py keeps the modules
+    after the decoder layers (norm, rotary_emb) on the last pipeline stage."""
+    config = _config("olmo_1.json")
+    assert not [t.name for t in checkpoint_tensors(config) if "norm" in t.name]
+    buffers = model_buffers(language_config(config))
+    assert [(t.name, t.dtype, t.shape) for t in buffers] == [
+        ("model.rotary_emb.inv_freq", "F32", (64,)),
+        ("model.rotary_emb.original_inv_freq", "F32", (64,)),
+    ]
+    whole = worker_weights(config, Parallelism()).bytes_per_worker[0]
+    first, last = worker_weights(config, Parallelism(pp=2)).bytes_per_worker
+    assert first + last == whole
+    layer = 2 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    assert first == 100352 * 4096 * 2 + layer
+    assert last == layer + 100352 * 4096 * 2 + 2 * 64 * 4

@@ -135,6 +135,20 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "nemotron_nano_9b_v2.json",
         {"num_hidden_layers": 4, "hybrid_override_pattern": "M-*M", "use_conv_bias": False},
     ),
+    # n_groups left to transformers' NemotronHConfig default (8), and its older name
+    "nemotron_h_default_groups.json": (
+        "nemotron_nano_9b_v2.json",
+        {"num_hidden_layers": 3, "hybrid_override_pattern": "M-M", "n_groups": DROP},
+    ),
+    "nemotron_h_mamba_n_groups.json": (
+        "nemotron_nano_9b_v2.json",
+        {
+            "num_hidden_layers": 3,
+            "hybrid_override_pattern": "M*M",
+            "n_groups": DROP,
+            "mamba_n_groups": 2,
+        },
+    ),
     "whisper_small_layers.json": (
         "whisper_large_v3.json",
         {"encoder_layers": 2, "decoder_layers": 3, "num_hidden_layers": 2},

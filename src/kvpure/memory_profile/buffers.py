@@ -55,12 +55,16 @@ from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
 
 __all__ = [
+    "HF_ROTARY_BUFFERS",
     "MROPE_POSITIONS_FACTOR",
     "RotaryCache",
     "model_buffers",
     "rotary_cache_bytes",
     "rotary_caches",
 ]
+
+HF_ROTARY_BUFFERS: Final = ("inv_freq", "original_inv_freq")
+"""Hugging Face's rotary buffers (``rotary_emb``), float32 whatever the model dtype."""
 
 _ATTENTION_SCALES: Final = ("_k_scale", "_v_scale", "_q_scale", "_prob_scale")
 
@@ -175,6 +179,19 @@ def rotary_cache_bytes(
     return sum(rows * dim * size for rows, dim, size in caches)
 
 
+def _hugging_face_rotary(cfg: HFConfig) -> tuple[TensorInfo, ...]:
+    """The buffers of a model vLLM 0.26 runs through its Transformers backend (OLMo-1 and
+    -2): Hugging Face's rotary's ``inv_freq`` and ``original_inv_freq``, one float32 per
+    pair of rotated dimensions each (``torch.arange(0, dim, 2)``). Its ``Attention``
+    instances are kept in a plain dict (``attention_instances``), not as submodules, so
+    their scales are not the model's buffers."""
+    pairs = (_rotary_dim(cfg, _scaling(cfg)) + 1) // 2
+    return tuple(
+        TensorInfo(name=f"model.rotary_emb.{name}", dtype="F32", shape=(pairs,))
+        for name in HF_ROTARY_BUFFERS
+    )
+
+
 def model_buffers(cfg: HFConfig) -> tuple[TensorInfo, ...]:
     """The scalar buffers of the language model ``cfg`` (its ``text_config``), as tensors."""
     if cfg.str_("model_type", "") == "whisper":  # decoder self- and cross-attention
@@ -184,6 +201,8 @@ def model_buffers(cfg: HFConfig) -> tuple[TensorInfo, ...]:
             for a in ("self_attn", "encoder_attn")
             for scale in _ATTENTION_SCALES
         )
+    if not uses_vllm_rotary(cfg):
+        return _hugging_face_rotary(cfg)
     layers = cfg.int_("num_hidden_layers", minimum=1)
     out = [
         TensorInfo(name=f"model.layers.{index}.self_attn.attn.{scale}", dtype="F32", shape=())

@@ -30,6 +30,7 @@ from kvpure.memory_profile.checkpoint_layers import attention, mamba, mlp, moe, 
 from kvpure.memory_profile.gdn_layers import gated_delta_net, kimi_delta_attention
 from kvpure.memory_profile.hybrid_layers import HYBRID_FAMILIES, hybrid_layer
 from kvpure.memory_profile.model_traits import (
+    final_norm,
     float32_params,
     is_moe_layer,
     layer_kinds,
@@ -134,7 +135,8 @@ def checkpoint_tensors(
         elif cfg.has("intermediate_size"):
             out += mlp(f"{p}.mlp", h, cfg.int_("intermediate_size", minimum=1), dense, dt)
         out += [vec(f"{p}.{n}.weight", h, dt) for n in layer_norms(cfg)]
-    out.append(vec("model.norm.weight", h, dt))
+    if final_norm(cfg):
+        out.append(vec("model.norm.weight", h, dt))
     if not tied_embeddings(cfg):
         out.append(TensorInfo(name="lm_head.weight", dtype=dt, shape=(vocab, h)))
     return tuple(out)

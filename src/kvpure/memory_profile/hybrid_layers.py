@@ -25,7 +25,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.checkpoint_layers import attention, linear, mlp, moe, vec
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.models.config import HFConfig
-from kvpure.models.families.hybrid import falcon_h1_mamba_width
+from kvpure.models.families.hybrid import falcon_h1_mamba_width, nemotron_h_groups
 
 __all__ = ["HYBRID_FAMILIES", "falcon_h1_projected", "hybrid_layer", "mamba2"]
 
@@ -73,7 +73,7 @@ def _nemotron_h(cfg: HFConfig, p: str, kind: str, quant: str, dt: str) -> list[T
     h = cfg.int_("hidden_size", minimum=1)
     if kind == "mamba":
         heads = cfg.int_("mamba_num_heads", minimum=1)
-        groups_state = 2 * cfg.int_("n_groups", 1, minimum=1) * cfg.int_("ssm_state_size")
+        groups_state = 2 * nemotron_h_groups(cfg) * cfg.int_("ssm_state_size")
         out = mamba2(
             f"{p}.mixer",
             h,

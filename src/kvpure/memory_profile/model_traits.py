@@ -13,6 +13,7 @@ from kvpure.models.config import HFConfig
 
 __all__ = [
     "GDN_FAMILIES",
+    "final_norm",
     "float32_params",
     "is_moe_layer",
     "layer_kinds",
@@ -147,7 +148,8 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
       channel and state (Mamba);
     - GLM-4.5's and MiniMax-M2's router ``gate.weight`` (an ``nn.Linear`` / ``GateLinear``
       built with ``dtype=torch.float32``);
-    - DeepSeek-V3.2's indexer ``k_norm`` weight and bias (a float32 LayerNorm).
+    - DeepSeek-V3.2's indexer ``k_norm`` weight and bias (a float32 LayerNorm);
+    - the Transformers backend's (OLMo-1 and -2) Hugging Face rotary buffers.
     """
     family = cfg.str_("model_type", "")
     out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
@@ -159,6 +161,8 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
         out |= {"k_norm.weight", "k_norm.bias"}
     if _routing_bias(cfg):
         out.add("gate.e_score_correction_bias")
+    if not uses_vllm_rotary(cfg):  # Hugging Face's rotary (its inv_freq buffers)
+        out |= {"rotary_emb.inv_freq", "rotary_emb.original_inv_freq"}
     return frozenset(out)
 
 
@@ -178,6 +182,17 @@ def routing_bias(cfg: HFConfig) -> bool:
     return num_experts(cfg) > 0 and _routing_bias(cfg)
 
 
+_WEIGHTLESS_NORMS: Final = frozenset({"olmo"})
+"""Families whose LayerNorms hold no weight nor bias (transformers' ``OlmoLayerNorm``,
+"LayerNorm but with no learnable weight or bias", which vLLM 0.26's Transformers backend
+builds for OLMo-1): neither the decoder layers' norms nor the final one."""
+
+
+def final_norm(cfg: HFConfig) -> bool:
+    """Whether the language model ends with a weighted norm (``model.norm.weight``)."""
+    return cfg.str_("model_type", "") not in _WEIGHTLESS_NORMS
+
+
 _LAYER_NORMS: Final = {
     "gemma2": ("pre_feedforward_layernorm", "post_feedforward_layernorm"),
     "gemma3": ("pre_feedforward_layernorm", "post_feedforward_layernorm"),
@@ -191,6 +206,8 @@ _LAYER_NORMS: Final = {
 def layer_norms(cfg: HFConfig) -> tuple[str, ...]:
     """The hidden-size norms of one decoder layer (one weight each, no bias)."""
     family = cfg.str_("model_type", "")
+    if family in _WEIGHTLESS_NORMS:
+        return ()
     if family in ("cohere", "cohere2"):
         return ("input_layernorm",)  # commandr.py: attention and MLP in parallel, one norm
     if family in ("olmo2", "olmo3"):  # olmo3.py: both norms after their block

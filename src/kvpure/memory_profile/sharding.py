@@ -277,7 +277,9 @@ def _stages_of(name: str, layout: ShardingLayout, pp: int) -> tuple[int, ...]:
         return (pp - 1,)
     if module in _VOCAB:
         return (0, pp - 1) if layout.tie_word_embeddings and pp > 1 else (0,)
-    if module in _FINAL_NORMS:
+    if module in _FINAL_NORMS or module == "rotary_emb":
+        # The Transformers backend (OLMo-1, -2) keeps the modules after the decoder
+        # layers, the norm and Hugging Face's rotary, on the last stage only (base.py).
         return (pp - 1,)
     return (0,)
 

@@ -35,7 +35,15 @@ from kvpure.models.families.common import (
 )
 from kvpure.models.layout import Mamba1Layer, Mamba2Layer, ModelLayout
 
-__all__ = ["falcon_h1", "granite_hybrid", "jamba", "mamba_chunk_size", "nemotron_h"]
+__all__ = [
+    "NEMOTRON_H_N_GROUPS",
+    "falcon_h1",
+    "granite_hybrid",
+    "jamba",
+    "mamba_chunk_size",
+    "nemotron_h",
+    "nemotron_h_groups",
+]
 
 
 def mamba_chunk_size(cfg: HFConfig) -> int:
@@ -88,6 +96,19 @@ def granite_hybrid(top: HFConfig) -> ModelLayout:
     )
 
 
+NEMOTRON_H_N_GROUPS = 8
+"""transformers' ``NemotronHConfig`` default ``n_groups`` (vLLM 0.26 registers no config
+class of its own for ``nemotron_h``, so it reads transformers' where config.json omits the
+key)."""
+
+
+def nemotron_h_groups(top: HFConfig) -> int:
+    """Nemotron-H's Mamba2 groups as transformers' ``NemotronHConfig`` sets them:
+    ``mamba_n_groups`` (its older name, which wins), else ``n_groups``, else 8."""
+    key = "mamba_n_groups" if top.has("mamba_n_groups") else "n_groups"
+    return top.int_(key, NEMOTRON_H_N_GROUPS, minimum=1)
+
+
 def nemotron_h(top: HFConfig) -> ModelLayout:
     pattern = top.str_("hybrid_override_pattern")
     num_layers = top.int_("num_hidden_layers", len(pattern), minimum=1)
@@ -111,7 +132,7 @@ def nemotron_h(top: HFConfig) -> ModelLayout:
                     num_heads=mamba_heads,
                     head_dim=mamba_dim,
                     state_size=top.int_("ssm_state_size", minimum=1),
-                    n_groups=top.int_("n_groups", minimum=1),
+                    n_groups=nemotron_h_groups(top),
                     intermediate_size=mamba_heads * mamba_dim,
                     conv_kernel=top.int_("conv_kernel", minimum=2),
                 )
