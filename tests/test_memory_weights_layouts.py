@@ -294,6 +294,28 @@ def test_a_llama_checkpoint_has_hugging_faces_names() -> None:
     ]
 
 
+def test_a_qwen2_checkpoint_names_its_qkv_biases() -> None:
+    """Qwen/Qwen2-7B's layer names: q/k/v carry biases. vLLM 0.26's qwen2.py builds
+    ``qkv_proj`` with ``bias=True`` and its ``hf_to_vllm_mapper`` loads the checkpoint's
+    ``.q_proj`` / ``.k_proj`` / ``.v_proj`` (weights and biases) into it as shards q, k, v."""
+    config = _config(ROOT / "tests/data/model_configs/qwen2_7b.json")
+    names = [t.name for t in checkpoint_tensors(config)]
+    assert sorted(n.removeprefix("model.layers.0.") for n in names if ".layers.0." in n) == [
+        "input_layernorm.weight",
+        "mlp.down_proj.weight",
+        "mlp.gate_proj.weight",
+        "mlp.up_proj.weight",
+        "post_attention_layernorm.weight",
+        "self_attn.k_proj.bias",
+        "self_attn.k_proj.weight",
+        "self_attn.o_proj.weight",
+        "self_attn.q_proj.bias",
+        "self_attn.q_proj.weight",
+        "self_attn.v_proj.bias",
+        "self_attn.v_proj.weight",
+    ]
+
+
 _BOTH = ("input_layernorm", "post_attention_layernorm")
 _FF = ("pre_feedforward_layernorm", "post_feedforward_layernorm")
 NORMS = {

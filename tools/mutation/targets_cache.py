@@ -90,6 +90,9 @@ _WEIGHTS_TESTS = (
     "tests/test_memory_params.py",
     "tests/test_memory_weights_vllm.py",
     _HARDENING + "a_config_naming_a_trillion_experts_is_refused_at_once",
+    # last (about 10 s): vLLM 0.34's counts, the gated delta nets (Qwen3-Next, Qwen3.5/3.6)
+    # and Kimi-Linear's KDA layers
+    "tests/test_memory_weights_034.py",
 )
 _WEIGHT_MODULES = (
     "checkpoint_tensors",

@@ -32,9 +32,14 @@ _TRANSFORMERS_BACKEND: Final = frozenset({"olmo", "olmo2"})
 registers no cos/sin cache."""
 
 
+def _family(cfg: HFConfig) -> str:
+    """``model_type``, ``""`` when the config names none (no family matches it)."""
+    return cfg.str_("model_type", "")
+
+
 def uses_vllm_rotary(cfg: HFConfig) -> bool:
     """Whether vLLM builds the language model ``cfg`` with its own rotary layers."""
-    return cfg.str_("model_type", "") not in _TRANSFORMERS_BACKEND
+    return _family(cfg) not in _TRANSFORMERS_BACKEND
 
 
 def num_experts(cfg: HFConfig) -> int:
@@ -101,14 +106,15 @@ def layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
     """Each decoder layer's mixer: ``"attention"`` or ``"mamba"`` (Nemotron-H: also
     ``"mlp"`` and ``"moe"``, layers without a token mixer; Qwen3-Next / Qwen3.5:
     ``"gdn"``, a gated delta net)."""
-    if cfg.str_("model_type", "") in GDN_FAMILIES:
+    family = _family(cfg)
+    if family in GDN_FAMILIES:
         return _gdn_kinds(cfg, layers)
-    if cfg.str_("model_type", "") == "kimi_linear":  # kda_layers counts from 1
+    if family == "kimi_linear":  # kda_layers counts from 1
         kda = set(cfg.sub("linear_attn_config").int_list("kda_layers"))
         return tuple("kda" if i + 1 in kda else "attention" for i in range(layers))
-    if cfg.str_("model_type", "") == "nemotron_h":
+    if family == "nemotron_h":
         return nemotron_h_kinds(cfg, layers)
-    if cfg.str_("model_type", "") == "jamba":  # transformers' JambaConfig.layers_block_type
+    if family == "jamba":  # transformers' JambaConfig.layers_block_type
         period = cfg.int_("attn_layer_period", 8, minimum=1)
         offset = cfg.int_("attn_layer_offset", 4)
         return tuple("attention" if i % period == offset else "mamba" for i in range(layers))
@@ -131,7 +137,7 @@ _ALWAYS_TIED: Final = frozenset({"cohere", "cohere2"})
 
 def tied_embeddings(cfg: HFConfig) -> bool:
     """Whether vLLM reuses the embedding as the LM head (no ``lm_head`` of its own)."""
-    family = cfg.str_("model_type", "")
+    family = _family(cfg)
     if family in _ALWAYS_TIED:
         return True
     return cfg.bool_("tie_word_embeddings", family.startswith("gemma"))
@@ -151,7 +157,7 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
     - DeepSeek-V3.2's indexer ``k_norm`` weight and bias (a float32 LayerNorm);
     - the Transformers backend's (OLMo-1 and -2) Hugging Face rotary buffers.
     """
-    family = cfg.str_("model_type", "")
+    family = _family(cfg)
     out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
     if family in ("glm4_moe", "minimax_m2"):
         out.add("gate.weight")
@@ -167,7 +173,7 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
 
 
 def _routing_bias(cfg: HFConfig) -> bool:
-    family = cfg.str_("model_type", "")
+    family = _family(cfg)
     if family == "glm4_moe":
         return True
     if family == "minimax_m2":
@@ -190,7 +196,7 @@ builds for OLMo-1): neither the decoder layers' norms nor the final one."""
 
 def final_norm(cfg: HFConfig) -> bool:
     """Whether the language model ends with a weighted norm (``model.norm.weight``)."""
-    return cfg.str_("model_type", "") not in _WEIGHTLESS_NORMS
+    return _family(cfg) not in _WEIGHTLESS_NORMS
 
 
 _LAYER_NORMS: Final = {
@@ -205,7 +211,7 @@ _LAYER_NORMS: Final = {
 
 def layer_norms(cfg: HFConfig) -> tuple[str, ...]:
     """The hidden-size norms of one decoder layer (one weight each, no bias)."""
-    family = cfg.str_("model_type", "")
+    family = _family(cfg)
     if family in _WEIGHTLESS_NORMS:
         return ()
     if family in ("cohere", "cohere2"):
