@@ -21,28 +21,20 @@ from pathlib import Path
 
 import pytest
 
-from kvpure.memory_profile.buffers import model_buffers, rotary_cache_bytes
-from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, language_config
-from kvpure.memory_profile.encoders import (
-    encoder_buffer_bytes,
-    encoder_bytes_per_rank,
-    encoder_shape,
-)
-from kvpure.memory_profile.safetensors_header import TensorInfo
+from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors
 from kvpure.memory_profile.sharding import (
     Parallelism,
-    ShardingLayout,
     ShardKind,
     classify,
-    worker_weight_bytes,
 )
-from kvpure.memory_profile.weights import weights_layout, worker_weights
+from kvpure.memory_profile.weights import worker_weights
 from kvpure.models.config import HFConfig, parse_model_config
+from tests.test_memory_weights_exact import _kvpure_parts, vllm_part_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests/data/model_configs"
 COUNTS = json.loads((DATA / "vllm_weight_counts_034.json").read_text())
-ENCODER_PARTS = ("vision_tower", "vision_model", "visual", "multi_modal_projector")
+
 MROPE_FACTOR_034 = 1
 """vLLM 0.34's ``mrope_positions_factor`` for Qwen3-VL / Qwen3.5 without video pruning."""
 
@@ -51,29 +43,6 @@ def _config(name: str) -> HFConfig:
     data = json.loads((DATA / name).read_text())
     data.pop("quantization_config", None)  # the counts were built without it
     return parse_model_config(data)
-
-
-def _bytes(tensors: list[TensorInfo], layout: ShardingLayout) -> int:
-    return worker_weight_bytes(tuple(tensors), layout, Parallelism(), served_dtype_bytes=2)[0]
-
-
-def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
-    text = language_config(config)
-    layout = weights_layout(config)
-    tensors = list(checkpoint_tensors(config)) + list(model_buffers(text))
-    head = [t for t in tensors if t.name.startswith("lm_head.")]
-    language = "language_model" if "language_model" in names else "model"
-    if "lm_head" in names or "output" in names:
-        tensors = [t for t in tensors if not t.name.startswith("lm_head.")]
-    rotary = rotary_cache_bytes(text, dtype_bytes=2, mrope_positions_factor=MROPE_FACTOR_034)
-    parts = {language: _bytes(tensors, layout) + rotary}
-    if "lm_head" in names or "output" in names:
-        parts["lm_head"] = _bytes(head, layout)
-    shape = encoder_shape(config, text.int_("hidden_size", 0))
-    if shape is not None:
-        parts["encoder"] = encoder_bytes_per_rank(shape, tp=1, dtype_bytes=2)
-        parts["encoder"] += encoder_buffer_bytes(config, dtype_bytes=2)
-    return parts
 
 
 NOT_YET: dict[str, str] = {
@@ -94,13 +63,10 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize("name", _params())
 def test_each_part_equals_vllm_034s_allocation(name: str) -> None:
-    vllm: dict[str, int] = {}
-    for part, sizes in COUNTS["models"][name]["parts"].items():
-        key = "encoder" if part in ENCODER_PARTS else part
-        key = "lm_head" if key == "output" else key  # internlm2.py names its LM head so
-        vllm[key] = vllm.get(key, 0) + sizes["param_bytes"] + sizes["buffer_bytes"]
+    vllm = vllm_part_bytes(COUNTS["models"][name]["parts"])
     config = _config(name)
-    assert _kvpure_parts(config, set(COUNTS["models"][name]["parts"])) == vllm
+    names = set(COUNTS["models"][name]["parts"])
+    assert _kvpure_parts(config, names, mrope_positions_factor=MROPE_FACTOR_034) == vllm
     total = worker_weights(config, Parallelism(), mrope_positions_factor=MROPE_FACTOR_034)
     assert total.bytes_per_worker[0] == sum(vllm.values())
 

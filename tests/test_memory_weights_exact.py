@@ -44,10 +44,6 @@ CONFIG_FILES = {
 }
 ENCODER_PARTS = ("vision_tower", "vision_model", "visual", "multi_modal_projector")
 
-NOT_YET: dict[str, str] = {}
-"""Models whose count still differs from vLLM's, with what kvpure misses (strict xfails):
-none of the 39 at present."""
-
 
 def _config(name: str) -> HFConfig:
     data = json.loads(CONFIG_FILES.get(name, DATA / name).read_text())
@@ -59,16 +55,22 @@ def _bytes(tensors: list[TensorInfo], layout: ShardingLayout) -> int:
     return worker_weight_bytes(tuple(tensors), layout, Parallelism(), served_dtype_bytes=2)[0]
 
 
-def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
+def _kvpure_parts(
+    config: HFConfig, names: set[str], *, mrope_positions_factor: int = 4
+) -> dict[str, int]:
+    """kvpure's bytes by vLLM's top-level part (``names``: vLLM's, its LM head ``lm_head``
+    or, in internlm2.py, ``output``; the vision tower's parts as one ``encoder``)."""
     text = language_config(config)
     layout = weights_layout(config)
     tensors = list(checkpoint_tensors(config)) + list(model_buffers(text))
     head = [t for t in tensors if t.name.startswith("lm_head.")]
     language = "language_model" if "language_model" in names else "model"
-    if "lm_head" in names:
+    separate_head = "lm_head" in names or "output" in names
+    if separate_head:
         tensors = [t for t in tensors if not t.name.startswith("lm_head.")]
-    parts = {language: _bytes(tensors, layout) + rotary_cache_bytes(text, dtype_bytes=2)}
-    if "lm_head" in names:
+    rotary = rotary_cache_bytes(text, dtype_bytes=2, mrope_positions_factor=mrope_positions_factor)
+    parts = {language: _bytes(tensors, layout) + rotary}
+    if separate_head:
         parts["lm_head"] = _bytes(head, layout)
     shape = encoder_shape(config, text.int_("hidden_size", 0))
     if shape is not None:
@@ -77,21 +79,19 @@ def _kvpure_parts(config: HFConfig, names: set[str]) -> dict[str, int]:
     return parts
 
 
-def _params() -> list[object]:
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[n]))
-        if n in NOT_YET
-        else n
-        for n in sorted(COUNTS)
-    ]
-
-
-@pytest.mark.parametrize("name", _params())
-def test_each_part_equals_vllms_allocation(name: str) -> None:
-    vllm: dict[str, int] = {}
-    for part, sizes in COUNTS[name]["parts"].items():
+def vllm_part_bytes(parts: dict[str, dict[str, int]]) -> dict[str, int]:
+    """vLLM's parameter and buffer bytes by the part names of :func:`_kvpure_parts`."""
+    found: dict[str, int] = {}
+    for part, sizes in parts.items():
         key = "encoder" if part in ENCODER_PARTS else part
-        vllm[key] = vllm.get(key, 0) + sizes["param_bytes"] + sizes["buffer_bytes"]
+        key = "lm_head" if key == "output" else key  # internlm2.py names its LM head so
+        found[key] = found.get(key, 0) + sizes["param_bytes"] + sizes["buffer_bytes"]
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_each_part_equals_vllms_allocation(name: str) -> None:
+    vllm = vllm_part_bytes(COUNTS[name]["parts"])
     config = _config(name)
     assert _kvpure_parts(config, set(COUNTS[name]["parts"])) == vllm
     assert worker_weights(config, Parallelism()).bytes_per_worker[0] == sum(vllm.values())

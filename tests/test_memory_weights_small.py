@@ -24,35 +24,19 @@ from kvpure.memory_profile.checkpoint_tensors import checkpoint_tensors, languag
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.weights import worker_weights
 from kvpure.models.config import HFConfig, parse_model_config
-from tests.test_memory_weights_exact import ENCODER_PARTS, _kvpure_parts
+from tests.test_memory_weights_exact import _kvpure_parts, vllm_part_bytes
 
 DATA = Path(__file__).resolve().parent / "data/model_configs"
 COUNTS = json.loads((DATA / "vllm_weight_counts_small.json").read_text())["models"]
-
-
-NOT_YET: dict[str, str] = {}
-"""Variants whose count still differs from vLLM's (strict xfails): none at present."""
 
 
 def _config(name: str) -> HFConfig:
     return parse_model_config(json.loads((DATA / "small" / name).read_text()))
 
 
-def _params() -> list[object]:
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[n]))
-        if n in NOT_YET
-        else n
-        for n in sorted(COUNTS)
-    ]
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", sorted(COUNTS))
 def test_each_part_equals_vllms_allocation(name: str) -> None:
-    vllm: dict[str, int] = {}
-    for part, sizes in COUNTS[name]["parts"].items():
-        key = "encoder" if part in ENCODER_PARTS else part
-        vllm[key] = vllm.get(key, 0) + sizes["param_bytes"] + sizes["buffer_bytes"]
+    vllm = vllm_part_bytes(COUNTS[name]["parts"])
     config = _config(name)
     assert _kvpure_parts(config, set(COUNTS[name]["parts"])) == vllm
     assert worker_weights(config, Parallelism()).bytes_per_worker[0] == sum(vllm.values())
