@@ -41,9 +41,8 @@ def layer_specs_checked(field: str, specs: object) -> LayerMap[KVCacheSpec]:
     """``specs`` as a LayerMap: a LayerMap or a mapping of layer names (str) to KVCacheSpec
     values, in order; anything else a typed error naming ``field``."""
     if isinstance(specs, LayerMap):
-        if all(isinstance(spec, KVCacheSpec) for spec in specs.ordered_values()) and all(
-            isinstance(name, str) for name in specs.names
-        ):
+        name_types, spec_types = specs.kinds()
+        if name_types <= {str} and all(issubclass(t, KVCacheSpec) for t in spec_types):
             return specs
     elif not isinstance(specs, Mapping):
         raise FieldTypeError(
@@ -98,8 +97,7 @@ def check_plan_inputs(
                 f"specs, got {type(specs).__name__}"
             )
         if isinstance(specs, LayerMap):  # the common case: one set of classes per worker
-            name_types = {type(name) for name in specs.names}
-            spec_types = {type(spec) for spec in specs.ordered_values()}
+            name_types, spec_types = specs.kinds()
             if name_types <= {str} and all(issubclass(t, KVCacheSpec) for t in spec_types):
                 continue
         for name, spec in specs.items():

@@ -44,7 +44,12 @@ from kvpure.planning.plan import (
     generate_scheduler_kv_cache_config,
 )
 from kvpure.planning.tensors import get_kv_cache_config_from_groups, pool_bytes_per_block
-from kvpure.planning.values import new_kv_cache_group, new_uniform_type_specs
+from kvpure.planning.values import (
+    new_kv_cache_config,
+    new_kv_cache_group,
+    new_kv_cache_tensor,
+    new_uniform_type_specs,
+)
 from kvpure.settings import PlannerSettings
 from kvpure.specs import (
     KVCacheSpec,
@@ -167,11 +172,24 @@ def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
             check="tensor_size_divides",
             detail=f"every tensor's size must divide into the worker's {old} blocks",
         )
+    # Built from the worker's checked tensors: the unchecked constructors (as replace would).
     tensors = tuple(
-        dataclasses.replace(tensor, size=tensor.size // old * num_blocks)
+        new_kv_cache_tensor(
+            size=tensor.size // old * num_blocks,
+            shared_by=tensor.shared_by,
+            offset=tensor.offset,
+            block_stride=tensor.block_stride,
+            layer_stride=tensor.layer_stride,
+            host_resident=tensor.host_resident,
+        )
         for tensor in config.kv_cache_tensors
     )
-    return dataclasses.replace(config, num_blocks=num_blocks, kv_cache_tensors=tensors)
+    return new_kv_cache_config(
+        num_blocks=num_blocks,
+        kv_cache_tensors=tensors,
+        kv_cache_groups=config.kv_cache_groups,
+        kv_tp_replicas=config.kv_tp_replicas,
+    )
 
 
 def _check_worker_memory(

@@ -30,6 +30,11 @@ class LayerMap(Mapping[str, V], Generic[V]):
     _lookup: dict[str, V] = field(init=False, repr=False)
     """``by_name`` as a plain dict (never handed out, never changed): a dict look-up is
     many times quicker than a PMap's, and the planner looks layers up often."""
+    _kinds: tuple[frozenset[type], frozenset[type]] | None = field(
+        default=None, init=False, repr=False
+    )
+    """The classes of the names and of the values, worked out on first use (the map never
+    changes, so a boundary check reads them once per map, not once per call)."""
 
     def __post_init__(self) -> None:
         if len(self.names) != len(self.by_name):
@@ -98,6 +103,17 @@ class LayerMap(Mapping[str, V], Generic[V]):
     def __repr__(self) -> str:
         inner = ", ".join(f"{n!r}: {v!r}" for n, v in zip(self.names, self._values, strict=True))
         return f"LayerMap({{{inner}}})"
+
+    def kinds(self) -> tuple[frozenset[type], frozenset[type]]:
+        """``(classes of the names, classes of the values)``, computed once per map."""
+        kinds = self._kinds
+        if kinds is None:
+            kinds = (
+                frozenset(type(name) for name in self.names),
+                frozenset(type(value) for value in self._values),
+            )
+            object.__setattr__(self, "_kinds", kinds)
+        return kinds
 
     def ordered_values(self) -> tuple[V, ...]:
         """The values in layer order."""
