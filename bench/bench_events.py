@@ -36,6 +36,7 @@ Run: ``python bench/bench_events.py`` (``--quick`` for fewer repetitions,
 from __future__ import annotations
 
 import gc
+import json
 import random
 import sys
 import time
@@ -221,8 +222,47 @@ def _decode_pure(payload: bytes) -> object:
         accel.set_accelerated(True)
 
 
-def one_run(baselines: list[tuple[str, Any]], repeat: int, *, extras: bool) -> dict[str, float]:
+GOLDEN_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+
+
+def golden_payloads(version: str) -> list[bytes]:
+    """The payload frames of vLLM ``version``'s KV-event goldens (the copy in tests/data):
+    the small batches a real server publishes, a few events per scheduler step."""
+    golden = json.loads((GOLDEN_DATA / f"vllm-{version}" / "kv_events.json").read_text())
+    return [
+        bytes.fromhex(b["frames_hex"][2]) for c in golden["cases"].values() for b in c["batches"]
+    ]
+
+
+def _each(decode: Callable[[bytes], object], payloads: list[bytes]) -> None:
+    for payload in payloads:
+        decode(payload)
+
+
+def small_batches(baselines: list[tuple[str, Any]], repeat: int) -> dict[str, float]:
+    """The golden payloads of each baseline's release, one decode call per payload: where
+    a batch holds a few events, the cost per call weighs most."""
     ratios: dict[str, float] = {}
+    for name, decoder in baselines:
+        payloads = golden_payloads("0.26.0" if name == "0.26" else "0.34.0")
+        for payload in payloads:
+            if _shape_of(decode_batch(payload)) != _shape_of(_decode_pure(payload)):
+                raise SystemExit("kvpure's two paths decode different events")
+        ratios[f"golden payloads (small batches) vs {name}"] = side_by_side(
+            f"decode {len(payloads)} golden payloads one by one vs {name}",
+            partial(_each, decode_batch, payloads),
+            partial(_each, decoder.decode, payloads),
+            repeat * 25,
+        )
+    return ratios
+
+
+def _shape_of(batch: object) -> object:
+    return msgspec.to_builtins(batch)
+
+
+def one_run(baselines: list[tuple[str, Any]], repeat: int, *, extras: bool) -> dict[str, float]:
+    ratios: dict[str, float] = small_batches(baselines, repeat)
     for kind, options in PAYLOADS:
         payload = make_payload(**options)
         ours = decode_batch(payload)

@@ -114,10 +114,28 @@ def test_golden_payloads_read_in_c_as_msgspec_reads_them(index: int) -> None:
 
 def test_switch() -> None:
     assert accel.accelerated()
+    assert accel.current_decode == accel.reader()
+    assert accel.reader() is not None
     assert not accel.set_accelerated(False)
     assert accel.reader() is None
+    assert accel.current_decode == accel.reader()
     assert not accel.accelerated()
     assert accel.set_accelerated(True)
+    assert accel.current_decode == accel.reader()
+
+
+def test_small_payload_the_reader_declines_is_decoded_by_msgspec() -> None:
+    # An int ts: vLLM's encoder never writes one, the C reader leaves it to msgspec
+    # (which reads it as a float), on decode_batch's direct path for small payloads.
+    payload = _E([1767225600, [{"type": "BlockRemoved", "block_hashes": [5], "medium": "GPU"}], 0])
+    read = accel.reader()
+    assert read is not None
+    assert read(payload) is None
+    batch = decode_batch(payload)
+    assert type(batch.ts) is float
+    assert batch.ts == 1767225600.0
+    assert batch.events == (BlockRemoved(block_hashes=(5,), medium="GPU"),)
+    assert _same_both_ways(payload)[0] == "ok"
 
 
 @pytest.mark.parametrize("index", [0, 5, len(GOLDEN_PAYLOADS) - 1])
@@ -326,3 +344,46 @@ def test_built_batches_read_alike(
         payload = encode_batch(batch, profile=profile)
         assert _reads(payload)
         assert _same_both_ways(payload) == ("ok", _shape(batch))
+
+
+_TEXTS = st.sampled_from(["GPU", "GP", "GPUX", "CPU", "", "é", "éé", "x" * 64, "x" * 65, "日本"])
+
+
+@given(
+    media=st.lists(st.none() | _TEXTS, min_size=1, max_size=12),
+    lora_names=st.lists(st.none() | _TEXTS, min_size=1, max_size=12),
+)
+def test_repeated_texts_read_alike(media: list[str | None], lora_names: list[str | None]) -> None:
+    """The reader shares a str field's value with the previous event's when the bytes are
+    the same: every sequence of equal, prefixed, longer and non-ASCII texts reads as
+    msgspec reads it, event after event and payload after payload."""
+    events: list[BlockStored | BlockRemoved] = []
+    for index, medium in enumerate(media):
+        lora = lora_names[index % len(lora_names)]
+        events.append(
+            BlockStored(
+                block_hashes=(index,),
+                parent_block_hash=None,
+                token_ids=(1, 2),
+                block_size=2,
+                lora_id=None if lora is None else 1,
+                medium=medium,
+                lora_name=lora,
+            )
+        )
+        events.append(BlockRemoved(block_hashes=(index,), medium=medium))
+    batch = KVEventBatch(ts=1.0, events=tuple(events), data_parallel_rank=None)
+    payload = encode_batch(batch, profile=VLLM_0_33_EVENTS)
+    assert _reads(payload)
+    for _ in range(2):  # the second read starts from the texts the first one left
+        assert _same_both_ways(payload) == ("ok", _shape(batch))
+
+
+def test_invalid_utf8_after_a_shared_text_fails_alike() -> None:
+    good = {"type": "BlockRemoved", "block_hashes": [1], "medium": "GPU"}
+    payload = _E([1.0, [good, good], None])
+    assert _same_both_ways(payload)[0] == "ok"
+    bad = payload.replace(b"\xa3GPU", b"\xa3G\xffU")
+    assert bad != payload
+    assert not _reads(bad)
+    assert _same_both_ways(bad)[0] != "ok"

@@ -26,7 +26,7 @@ from kvpure.events.types import (
     KVEventBatch,
 )
 
-__all__ = ["accelerated", "built", "reader", "set_accelerated"]
+__all__ = ["accelerated", "built", "current_decode", "reader", "set_accelerated"]
 
 # The field kinds the C reader knows (the K_* numbers of csrc/event_decode.c).
 _KINDS: Final[dict[object, int]] = {
@@ -76,6 +76,12 @@ def _load() -> ModuleType | None:
 _BUILT: Final = _load()
 # ``KVPURE_NO_EXTENSION=1`` (read once, at import) runs the pure path, as for hashing.
 _reader: ModuleType | None = None if os.environ.get("KVPURE_NO_EXTENSION") == "1" else _BUILT
+current_decode: Callable[[bytes], KVEventBatch | None] | None = (
+    None if _reader is None else _reader.decode
+)
+"""The C reader's ``decode`` while it is switched on, else None: what
+:func:`kvpure.events.wire.decode_batch` calls first, read as one module attribute
+(kept equal to :func:`reader` by :func:`set_accelerated`)."""
 
 
 def built() -> bool:
@@ -90,8 +96,9 @@ def accelerated() -> bool:
 
 def set_accelerated(enabled: bool) -> bool:
     """Switch the C reader on or off for this process; returns whether it is now in use."""
-    global _reader  # the one process-wide switch
+    global _reader, current_decode  # the one process-wide switch
     _reader = _BUILT if enabled else None
+    current_decode = None if _reader is None else _reader.decode
     return _reader is not None
 
 

@@ -250,6 +250,15 @@ def decode_batch(
     """
     if type(payload) is bytes and profile is None and strict is False:
         try:  # the fast path: a clean payload, no profile to apply
+            read = accel.current_decode
+            if read is not None and len(payload) < GC_PAUSE_BYTES:
+                # A small payload (vLLM publishes a few events per step): the C reader
+                # called at once, as the per-call cost is most of the work there.
+                batch = read(payload)
+                if batch is not None:
+                    return batch
+                decoded: KVEventBatch = _DECODER.decode(payload)
+                return decoded
             return _decode_whole(payload)
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             pass

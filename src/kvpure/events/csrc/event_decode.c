@@ -50,6 +50,7 @@ typedef struct {
     Py_ssize_t name_lens[MAX_FIELDS];
     Py_ssize_t offsets[MAX_FIELDS];
     int kinds[MAX_FIELDS];
+    PyObject *last_str[MAX_FIELDS]; /* K_STR_OPT: the last short value read (owned) */
 } EventType;
 
 static EventType event_types[MAX_EVENT_TYPES];
@@ -216,6 +217,46 @@ read_field(Reader *r, int kind, PyObject **out)
     }
 }
 
+/* A str field (or None) where the same short text repeats event after event ("GPU",
+ * "full_attention", a LoRA name): when the bytes equal the last value read for this field,
+ * that (immutable) str is shared instead of decoding a new one. */
+#define MAX_CACHED_STR 64
+
+static int
+read_cached_str(Reader *r, PyObject **cache, PyObject **out)
+{
+    if (is_nil(r)) {
+        *out = Py_NewRef(Py_None);
+        return 0;
+    }
+    const char *start;
+    Py_ssize_t len;
+    if (read_str_span(r, &start, &len) < 0) {
+        return -1;
+    }
+    PyObject *last = *cache;
+    if (last != NULL && len <= MAX_CACHED_STR) {
+        Py_ssize_t last_len;
+        const char *last_text = PyUnicode_AsUTF8AndSize(last, &last_len);
+        if (last_text == NULL) {
+            return -1;
+        }
+        if (last_len == len && memcmp(last_text, start, (size_t)len) == 0) {
+            *out = Py_NewRef(last);
+            return 0;
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(start, len, NULL); /* invalid UTF-8: not handled */
+    if (text == NULL) {
+        return -1;
+    }
+    if (len <= MAX_CACHED_STR) {
+        Py_XSETREF(*cache, Py_NewRef(text));
+    }
+    *out = text;
+    return 0;
+}
+
 static Py_ssize_t
 find_field(const EventType *et, const char *name, Py_ssize_t len, Py_ssize_t hint)
 {
@@ -241,7 +282,7 @@ read_event(Reader *r, PyObject **out)
         len != 4 || memcmp(name, "type", 4) != 0 || read_str_span(r, &name, &len) < 0) {
         return -1;
     }
-    const EventType *et = NULL;
+    EventType *et = NULL;
     for (Py_ssize_t i = 0; i < num_event_types; i++) {
         if (event_types[i].tag_len == len && memcmp(event_types[i].tag, name, (size_t)len) == 0) {
             et = &event_types[i];
@@ -259,7 +300,13 @@ read_event(Reader *r, PyObject **out)
             goto done;
         }
         Py_ssize_t at = find_field(et, name, len, next);
-        if (at < 0 || values[at] != NULL || read_field(r, et->kinds[at], &values[at]) < 0) {
+        if (at < 0 || values[at] != NULL) {
+            goto done;
+        }
+        int read = et->kinds[at] == K_STR_OPT
+                       ? read_cached_str(r, &et->last_str[at], &values[at])
+                       : read_field(r, et->kinds[at], &values[at]);
+        if (read < 0) {
             goto done;
         }
         next = at + 1;
