@@ -63,24 +63,26 @@ def _obj(path: str, value: object) -> Mapping[str, Any]:
 def _get(
     obj: Mapping[str, Any], path: str, key: str, kind: str, *, required: bool, default: Any = None
 ) -> Any:
-    fpath = f"{path}.{key}"
     if key not in obj:
         if required:
-            raise InvalidFieldError(field=fpath, value=None, reason="missing")
+            raise InvalidFieldError(field=f"{path}.{key}", value=None, reason="missing")
         return default
     value = obj[key]
     if value is None:
         if kind.endswith("?"):
             return None
-        raise InvalidFieldError(field=fpath, value=value, reason="must not be null")
+        raise InvalidFieldError(field=f"{path}.{key}", value=value, reason="must not be null")
     base = kind.rstrip("?")
-    ok = {
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "bool": isinstance(value, bool),
-        "str": isinstance(value, str),
-        "obj": isinstance(value, Mapping),
-    }[base]
+    if base == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif base == "bool":
+        ok = isinstance(value, bool)
+    elif base == "str":
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, Mapping)
     if not ok:
+        fpath = f"{path}.{key}"
         names = {
             "int": "an integer",
             "bool": "true or false",
@@ -114,6 +116,17 @@ _SETTINGS_FIELDS: tuple[tuple[str, str, str], ...] = (
 _SECTIONS = ("cache_config", "parallel_config", "scheduler_config", "model_config")
 
 
+_DEFAULT_SETTINGS: list[PlannerSettings] = []
+
+
+def _default_settings() -> PlannerSettings:
+    """``PlannerSettings()``, built once: the reader takes its defaults for left-out fields
+    (the default settings are frozen, so one value serves every call)."""
+    if not _DEFAULT_SETTINGS:
+        _DEFAULT_SETTINGS.append(PlannerSettings())
+    return _DEFAULT_SETTINGS[0]
+
+
 def parse_planner_settings(
     vllm_config: object, path: str = "vllm_config", *, vllm_version: str = DEFAULT_VLLM_VERSION
 ) -> PlannerSettings:
@@ -128,7 +141,7 @@ def parse_planner_settings(
         name: _obj(f"{path}.{name}", _get(cfg, path, name, "obj", required=True))
         for name in _SECTIONS
     }
-    defaults = PlannerSettings()
+    defaults = _default_settings()
     kwargs: dict[str, Any] = {}
     for section, key, kind in _SETTINGS_FIELDS:
         kwargs[key] = _get(

@@ -160,6 +160,27 @@ def _check_modelled(type_name: str, name: str, value: object, fpath: str) -> Non
         )
 
 
+_CHECKED_BY_RELEASE = (
+    frozenset(FIELDS_UNTIL_0_26) | FIELDS_SINCE_0_33 | {"head_size_v", "kv_cache_specs"}
+)
+"""Fields read with a release's or a class's own rule (never on the plain-int path)."""
+
+_CLASS_KEYS: dict[tuple[str, type, str], tuple[dict[str, dataclasses.Field[Any]], set[str]]] = {}
+
+
+def _class_keys(
+    type_name: str, cls: type[KVCacheSpec], version: str
+) -> tuple[dict[str, dataclasses.Field[Any]], set[str]]:
+    """``cls``'s init fields by name and the keys allowed for it under ``version``
+    (worked out once per class and release; never changed after)."""
+    key = (type_name, cls, version)
+    found = _CLASS_KEYS.get(key)
+    if found is None:
+        own = {f.name: f for f in _init_fields(cls)}
+        found = _CLASS_KEYS[key] = (own, _allowed_keys(type_name, cls, version))
+    return found
+
+
 def _allowed_keys(type_name: str, cls: type[KVCacheSpec], version: str) -> set[str]:
     fields = spec_fields(version, type_name)
     if fields is None:
@@ -191,22 +212,29 @@ def parse_kv_cache_spec(
             value=type_name,
             reason=f"unknown spec type for vLLM {version}; expected one of {', '.join(known)}",
         )
-    own = {f.name: f for f in _init_fields(cls)}
-    allowed = _allowed_keys(type_name, cls, version)
+    own, allowed = _class_keys(type_name, cls, version)
     for key in obj:
         if key not in allowed and key not in ("type", "_derived"):
             raise InvalidFieldError(
                 field=_join(path, key), value=obj[key], reason=f"not a field of {type_name}"
             )
     kwargs: dict[str, object] = {}
+    ignored = IGNORED_AT_DEFAULT[version]
     for name, f in own.items():
-        fpath = _join(path, name)
         if name not in obj or name not in allowed:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise InvalidFieldError(field=fpath, value=None, reason="missing")
+                raise InvalidFieldError(field=_join(path, name), value=None, reason="missing")
             continue
         raw = obj[name]
-        ignored = IGNORED_AT_DEFAULT[version]
+        parser = _PARSERS.get(name, _int)
+        if (  # the common case, a plain int or bool the release has: no path string made
+            name not in ignored
+            and name not in _CHECKED_BY_RELEASE
+            and ((parser is _int and type(raw) is int) or (parser is _bool and type(raw) is bool))
+        ):
+            kwargs[name] = raw
+            continue
+        fpath = _join(path, name)
         if name in ignored:
             if raw not in (None, ignored[name]):
                 raise InvalidFieldError(
@@ -232,7 +260,7 @@ def parse_kv_cache_spec(
         elif name == "kv_cache_specs":
             kwargs[name] = parse_layer_specs(raw, fpath, vllm_version=version)
         else:
-            kwargs[name] = _PARSERS.get(name, _int)(fpath, raw)
+            kwargs[name] = parser(fpath, raw)
     if "head_size_v" in obj and "head_size_v" not in own:
         raw = obj["head_size_v"]
         if raw is not None and raw != obj.get("head_size"):
@@ -262,17 +290,35 @@ def parse_layer_specs(
         )
     # Layers of one kind repeat the same object: each distinct text is read once and
     # its (immutable) spec shared. ``repr`` tells 1, 1.0 and True apart, as the reader does.
+    # The previous layer's object, when equal key by key with values of the same types
+    # (flat values; ``_derived`` is not read), is that layer's spec without a ``repr``.
     read: dict[str, KVCacheSpec] = {}
     pairs: list[tuple[str, KVCacheSpec]] = []
+    previous: object = None
+    spec: KVCacheSpec | None = None
     for name, spec_obj in obj.items():
-        key = repr(spec_obj)
-        spec = read.get(key)
-        if spec is None:
-            spec = read[key] = parse_kv_cache_spec(
-                spec_obj, _join(path, name), vllm_version=vllm_version
-            )
+        if spec is None or not _same_flat_object(spec_obj, previous):
+            key = repr(spec_obj)
+            spec = read.get(key)
+            if spec is None:
+                spec = read[key] = parse_kv_cache_spec(
+                    spec_obj, _join(path, name), vllm_version=vllm_version
+                )
         pairs.append((name, spec))
+        previous = spec_obj
     return LayerMap.from_pairs(pairs)
+
+
+def _same_flat_object(new: object, old: object) -> bool:
+    """Whether ``new`` reads as ``old`` does: both dicts, equal, each key's values of one
+    type (``==`` alone holds 1, 1.0 and True equal) and no nested value but ``_derived``."""
+    if type(new) is not dict or type(old) is not dict or new != old:
+        return False
+    for key, value in new.items():
+        kind = type(value)
+        if kind is not type(old[key]) or (kind in (list, dict) and key != "_derived"):
+            return False
+    return True
 
 
 def _render_value(value: object, version: str) -> object:
