@@ -16,7 +16,9 @@ on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
   run over float32 logits, last pipeline stage only; ``a`` alone elsewhere),
   and the forward pass's, ``c0 + c x (max_num_batched_tokens x 2 x
   intermediate_size / TP x 2 B)`` (the fused gate/up output, and ``c0`` for
-  what the pass holds beside it; both double in float32); MoE models
+  what the pass holds beside it; both double in float32; a MoE model's dense
+  layers or shared experts set the width, none when every layer routes its MLP:
+  ``ModelShape.dense_mlp_width``); MoE models
   add ``m x (max_num_batched_tokens x top_k x (3 x moe_intermediate / TP +
   hidden) x 2 B)``, the fused-MoE kernel's intermediate caches
   (``fused_experts`` in vllm/model_executor/layers/fused_moe). vLLM 0.17
@@ -158,7 +160,7 @@ def activation_gib(
         logits = logits_gib(max_num_seqs, shape.vocab_size)
         sampler += logits * dtype_bytes / 4 if model_runner_v2 else factor * logits
     width = dtype_bytes / 2
-    ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
+    ffn = ffn_gib(max_num_batched_tokens, shape.dense_mlp_width, tp)
     # c0 is what the forward pass holds beside the MLP output: per token, so it scales
     # with the batch (fitted at 8192 tokens, the H100 default of the bundled logs).
     tokens = max_num_batched_tokens / FIT_TOKENS
