@@ -393,3 +393,27 @@ def test_a_moe_models_forward_term_takes_the_mlp_it_runs_densely() -> None:
     assert round(before.error_gib, 2) == -0.42
     assert not before.within_band
     assert now.within_band
+
+
+def _text_only_table() -> str:
+    rows = error_table(
+        kv_errors([log for log in HOLDOUT if log.model not in MULTIMODAL], COEFFICIENTS)
+    )
+    lines = [
+        "| vLLM | text-only logs | median abs error (GiB) | p90 | max | inside the band "
+        "| median band half-width |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {release} | {s.count} | {s.median:.2f} | {s.p90:.2f} | {s.max:.2f} | "
+        f"{s.within_band} of {s.count} | {s.median_band:.2f} |"
+        for release, gpu, s in rows
+        if gpu == "all"
+    ]
+    return "\n".join(lines)
+
+
+def test_the_text_only_table_by_release_is_recomputed() -> None:
+    """Issue 25 judges text-only logs: in band, error and median half-width by release."""
+    doc = (ROOT / "docs" / "memory-profile.md").read_text()
+    assert _text_only_table() in doc
