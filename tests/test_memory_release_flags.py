@@ -24,6 +24,7 @@ from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.estimate import (
     COEFFICIENTS,
+    NCCL_PCIE_MULTI_BAND_GIB,
     NCCL_UNLOGGED_BAND_GIB,
     NCCL_WITHOUT_NVLS_GIB,
     non_torch_band_gib,
@@ -168,6 +169,23 @@ def test_unlogged_interconnects_widen_the_tp_band() -> None:
     pcie = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, capability=(8, 9))
     assert pcie - hopper == pytest.approx(NCCL_UNLOGGED_BAND_GIB)
     assert non_torch_band_gib(COEFFICIENTS, tp=1, rules=rules, capability=(8, 9)) == hopper
+
+
+@pytest.mark.parametrize("capability", [(7, 5), (8, 6), (8, 9), (12, 0)])
+def test_more_than_two_pcie_only_gpus_widen_the_band_further(capability: tuple[int, int]) -> None:
+    # vLLM 0.26 custom_all_reduce.py: "Custom allreduce is disabled because it's not supported
+    # on more than two PCIe-only GPUs"; NCCL then carries every all-reduce. The one such log
+    # (TP 4 RTX PRO 6000, vLLM 0.27.1) holds 1.70 GiB of non-torch memory against 0.30.
+    rules = memory_profile_rules("0.27")
+    hopper = non_torch_band_gib(COEFFICIENTS, tp=4, rules=rules, capability=(9, 0))
+    two = non_torch_band_gib(COEFFICIENTS, tp=2, rules=rules, capability=capability)
+    four = non_torch_band_gib(COEFFICIENTS, tp=4, rules=rules, capability=capability)
+    assert two - hopper == pytest.approx(NCCL_UNLOGGED_BAND_GIB)
+    assert four - hopper == pytest.approx(NCCL_PCIE_MULTI_BAND_GIB)
+    assert NCCL_PCIE_MULTI_BAND_GIB >= 1.70 - 0.30
+    # A100 boards (8.0) are NVSwitch meshes in their SXM form: the TP 2 figure's band.
+    a100 = non_torch_band_gib(COEFFICIENTS, tp=4, rules=rules, capability=(8, 0))
+    assert a100 - hopper == pytest.approx(NCCL_UNLOGGED_BAND_GIB)
 
 
 def test_the_cli_charges_nccl_alone_off_hopper(capsys: pytest.CaptureFixture[str]) -> None:

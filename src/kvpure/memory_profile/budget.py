@@ -27,6 +27,7 @@ from kvpure.memory_profile.estimate import (
     non_torch_gib,
 )
 from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
+from kvpure.memory_profile.model_traits import dense_mlp_width
 from kvpure.memory_profile.profile_logs import GIB, ModelShape
 from kvpure.memory_profile.releases import MemoryProfileRules, memory_profile_rules
 from kvpure.memory_profile.safetensors_header import TensorInfo
@@ -221,6 +222,7 @@ def model_shape(config: HFConfig) -> ModelShape:
         num_experts=experts,
         num_experts_per_tok=cfg.int_("num_experts_per_tok", 0) if experts else 0,
         moe_intermediate_size=cfg.int_("moe_intermediate_size", inter) if experts else 0,
+        dense_intermediate_size=dense_mlp_width(cfg) if experts else None,
     )
 
 

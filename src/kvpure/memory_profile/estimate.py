@@ -16,7 +16,9 @@ on public start-up logs (:mod:`kvpure.memory_profile.profile_logs`):
   run over float32 logits, last pipeline stage only; ``a`` alone elsewhere),
   and the forward pass's, ``c0 + c x (max_num_batched_tokens x 2 x
   intermediate_size / TP x 2 B)`` (the fused gate/up output, and ``c0`` for
-  what the pass holds beside it; both double in float32); MoE models
+  what the pass holds beside it; both double in float32; a MoE model's dense
+  layers or shared experts set the width, none when every layer routes its MLP:
+  ``ModelShape.dense_mlp_width``); MoE models
   add ``m x (max_num_batched_tokens x top_k x (3 x moe_intermediate / TP +
   hidden) x 2 B)``, the fused-MoE kernel's intermediate caches
   (``fused_experts`` in vllm/model_executor/layers/fused_moe). vLLM 0.17
@@ -60,6 +62,7 @@ __all__ = [
     "logits_gib",
     "moe_workspace_gib",
     "HOPPER",
+    "NCCL_PCIE_MULTI_BAND_GIB",
     "NCCL_UNLOGGED_BAND_GIB",
     "NCCL_WITHOUT_NVLS_GIB",
     "non_torch_band_gib",
@@ -157,7 +160,7 @@ def activation_gib(
         logits = logits_gib(max_num_seqs, shape.vocab_size)
         sampler += logits * dtype_bytes / 4 if model_runner_v2 else factor * logits
     width = dtype_bytes / 2
-    ffn = ffn_gib(max_num_batched_tokens, shape.intermediate_size, tp)
+    ffn = ffn_gib(max_num_batched_tokens, shape.dense_mlp_width, tp)
     # c0 is what the forward pass holds beside the MLP output: per token, so it scales
     # with the batch (fitted at 8192 tokens, the H100 default of the bundled logs).
     tokens = max_num_batched_tokens / FIT_TOKENS
@@ -270,14 +273,31 @@ def non_torch_band_gib(
     """The non-torch term's band, wider for TP > 1 off the logged Hopper boards.
 
     NCCL's buffers are logged over H100 NVLink only; on PCIe boards and other
-    interconnects they differ, by up to :data:`NCCL_UNLOGGED_BAND_GIB`.
+    interconnects they differ, by up to :data:`NCCL_UNLOGGED_BAND_GIB`, and by up to
+    :data:`NCCL_PCIE_MULTI_BAND_GIB` with more than two GPUs on boards without NVLink.
     """
+    if tp > 2 and capability in PCIE_ONLY_CAPABILITIES:
+        return coef.non_torch_band + NCCL_PCIE_MULTI_BAND_GIB
     unlogged = tp > 1 and capability != HOPPER and capability[0] != 10
     wide = tp >= NCCL_WIDE_TP and non_torch_class(tp, pp, rules, capability) == "nccl"
     return coef.non_torch_band + (NCCL_UNLOGGED_BAND_GIB if unlogged or wide else 0.0)
 
 
 NCCL_UNLOGGED_BAND_GIB: Final = 0.15
+PCIE_ONLY_CAPABILITIES: Final = frozenset({(7, 5), (8, 6), (8, 9), (12, 0)})
+"""Boards without an NVLink mesh: T4 (7.5), A10/A40/RTX 30 (8.6, a bridge joins two at
+most), L4/L40S/RTX 40/RTX 6000 Ada (8.9), RTX 50/RTX PRO 6000 Blackwell (12.0)."""
+NCCL_PCIE_MULTI_BAND_GIB: Final = 1.40
+"""TP > 2 on :data:`PCIE_ONLY_CAPABILITIES`: vLLM turns its custom all-reduce off
+("Custom allreduce is disabled because it's not supported on more than two PCIe-only
+GPUs", vllm/distributed/device_communicators/custom_all_reduce.py, 0.26.0) and no
+symmetric-memory all-reduce runs there (``SYMM_MEM_ALL_REDUCE_MAX_SIZES`` lists 9.0 and
+10.x only), so NCCL carries every all-reduce, with the buffers it sizes for the ranks
+and the PCIe topology. One start-up logs it: Qwen3-235B-A22B-FP8 at TP 4 on four RTX PRO
+6000 Blackwell cards with vLLM 0.27.1 (tests/data/memory_logs/
+qwen3_235b_a22b_fp8_rtx_pro_6000_v0_27_1_tp4) holds 1.70 GiB of non-torch memory where
+:data:`NCCL_WITHOUT_NVLS_GIB` gives 0.30. The figure stays 0.30 (nothing else is logged);
+the band covers the 1.40 GiB gap, so that log no longer tests this band."""
 FIT_TOKENS: Final = 8192
 """The batch (``max_num_batched_tokens``) at which ``ffn_base`` holds; it scales per token."""
 NCCL_WITHOUT_NVLS_GIB: Final = 0.30

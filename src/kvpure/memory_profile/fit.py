@@ -69,7 +69,7 @@ def _rows(logs: Iterable[ProfileLog]) -> list[_Row]:
                 logits=logits_gib(log.max_num_seqs, log.shape.vocab_size),
                 ffn=ffn_gib(
                     log.max_num_batched_tokens,
-                    log.shape.intermediate_size,
+                    log.shape.dense_mlp_width,
                     log.tensor_parallel_size,
                 ),
                 moe=0.0

@@ -62,6 +62,31 @@ def is_moe_layer(cfg: HFConfig, index: int) -> bool:
     return (index + 1) % step == 0
 
 
+def dense_mlp_width(cfg: HFConfig) -> int:
+    """The widest MLP a forward pass of ``cfg`` runs densely (the activation's forward term).
+
+    A dense model's ``intermediate_size``; a MoE model's dense layers (DeepSeek's
+    ``first_k_dense_replace``, Qwen's ``mlp_only_layers``, a ``decoder_sparse_step`` above 1;
+    Llama-4's ``intermediate_size_mlp``) or else its shared experts, as
+    ``checkpoint_layers`` lays them out; 0 when every layer routes all its MLP work
+    (Qwen3-MoE, Mixtral, gpt-oss: no dense MLP ever runs).
+    """
+    inter = cfg.int_("intermediate_size", 0)
+    if num_experts(cfg) == 0:
+        return inter
+    layers = cfg.int_("num_hidden_layers", minimum=1)
+    if not all(is_moe_layer(cfg, i) for i in range(layers)):
+        return cfg.int_("intermediate_size_mlp", inter)
+    expert = cfg.int_("moe_intermediate_size", inter)
+    shared = cfg.int_("n_shared_experts", cfg.int_("num_shared_experts", 0)) * expert
+    if _family(cfg) == "llama4_text":
+        shared = expert  # one shared expert of the routed experts' size
+    for key in ("shared_intermediate_size", "shared_expert_intermediate_size"):
+        if cfg.has(key):
+            shared = cfg.int_(key)
+    return shared
+
+
 GDN_FAMILIES: Final = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 """Language models whose ``linear_attention`` layers are gated delta nets (qwen3_next.py,
 qwen3_5.py): :func:`layer_kinds` calls them ``"gdn"``."""

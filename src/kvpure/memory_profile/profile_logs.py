@@ -43,6 +43,17 @@ class ModelShape:
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
+    dense_intermediate_size: int | None = None
+    """The widest MLP the forward pass runs densely (``"dense_intermediate_size"``): a MoE
+    model's dense layers or shared experts, 0 when every layer routes all its MLP work
+    (Qwen3-MoE, Mixtral, gpt-oss); None: ``intermediate_size``."""
+
+    @property
+    def dense_mlp_width(self) -> int:
+        """The MLP width of the forward term: ``dense_intermediate_size`` if set."""
+        if self.dense_intermediate_size is None:
+            return self.intermediate_size
+        return self.dense_intermediate_size
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,6 +177,11 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
                 _int(shape, "moe_intermediate_size", name)
                 if "moe_intermediate_size" in shape
                 else 0
+            ),
+            dense_intermediate_size=(
+                _int(shape, "dense_intermediate_size", name)
+                if "dense_intermediate_size" in shape
+                else None
             ),
         ),
         weights_gib=_num(logged, "weights_gib", name),
