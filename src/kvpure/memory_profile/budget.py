@@ -27,9 +27,14 @@ from kvpure.memory_profile.estimate import (
     non_torch_gib,
 )
 from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
+from kvpure.memory_profile.mm_profile import encoder_outputs_bytes
 from kvpure.memory_profile.model_traits import dense_mlp_width
 from kvpure.memory_profile.profile_logs import GIB, ModelShape
-from kvpure.memory_profile.releases import MemoryProfileRules, memory_profile_rules
+from kvpure.memory_profile.releases import (
+    MemoryProfileRules,
+    memory_profile_rules,
+    parse_version,
+)
 from kvpure.memory_profile.safetensors_header import TensorInfo
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.terms import MemoryTerm
@@ -74,6 +79,10 @@ class ServeSettings:
     """Top-k/top-p ran in FlashInfer ("Using FlashInfer for top-p & top-k sampling."
     in the log: vLLM 0.10.x/0.11.0 with FlashInfer installed, or later with
     ``VLLM_USE_FLASHINFER_SAMPLER=1``): no larger sampler peak before 0.17."""
+    encoder_budget_tokens: int | None = None
+    """A multimodal model's encoder budget as vLLM logs it ("Encoder cache will be
+    initialized with a budget of N tokens"): fixes Qwen3-VL's dummy video, whose size
+    comes from the processor, not config.json (:mod:`~kvpure.memory_profile.mm_profile`)."""
     gpu_capability: tuple[int, int] = (9, 0)
     """The GPU's compute capability (the H100's 9.0 by default): with TP > 1 the
     fused all-reduce workspace is charged on 9.0 and 10.x only."""
@@ -82,6 +91,8 @@ class ServeSettings:
         check_int("total_gpu_bytes", self.total_gpu_bytes, minimum=1)
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=1)
         check_int("max_num_seqs", self.max_num_seqs, minimum=1)
+        if self.encoder_budget_tokens is not None:
+            check_int("encoder_budget_tokens", self.encoder_budget_tokens, minimum=1)
         util = self.gpu_memory_utilization
         if util is not None and (
             isinstance(util, bool) or not isinstance(util, int | float) or not 0 < util <= 1
@@ -303,9 +314,18 @@ def estimate_memory_budget(
             capability=settings.gpu_capability,
         ),
     )
+    dtype_bytes = served_dtype_bytes(config, settings.dtype)
+    outputs, outputs_below = encoder_outputs_bytes(
+        config,
+        version=parse_version(settings.vllm_version),
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        dtype_bytes=dtype_bytes,
+        budget_tokens=settings.encoder_budget_tokens,
+    )
     budgets = []
     for worker, weight_bytes in enumerate(weights.bytes_per_worker):
         last_stage = worker // parallel.tp == parallel.pp - 1
+        first_stage = worker < parallel.tp  # the encoder runs on the first stage
         activation = _gib_term(
             activation_gib(
                 coefficients,
@@ -315,13 +335,18 @@ def estimate_memory_budget(
                 tp=parallel.tp,
                 last_stage=last_stage,
                 rules=rules,
-                dtype_bytes=served_dtype_bytes(config, settings.dtype),
+                dtype_bytes=dtype_bytes,
                 quantization=layout,
                 flashinfer_sampler=settings.flashinfer_sampler,
                 model_runner_v2=v2,
             ),
             coefficients.activation_band,
         )
+        if first_stage and outputs:
+            activation = MemoryTerm(
+                bytes=activation.bytes + outputs, exact=False, error_bytes=activation.error_bytes
+            )
+        below = outputs_below if first_stage else 0
         weight = MemoryTerm(
             bytes=weight_bytes, exact=weights.exact, error_bytes=weights.error_bytes(worker)
         )
@@ -355,7 +380,7 @@ def estimate_memory_budget(
                 cuda_graph=graph,
                 cuda_graph_subtracted=subtract,
                 kv_cache_bytes=kv,
-                kv_cache_bytes_low=kv - band,
+                kv_cache_bytes_low=kv - band - below,
                 kv_cache_bytes_high=kv + band,
                 vllm_version=settings.vllm_version,
                 fitted_versions=FITTED_VERSIONS,

@@ -21,8 +21,9 @@ from kvpure.memory_profile.estimate import (
     non_torch_band_gib,
     non_torch_gib,
 )
+from kvpure.memory_profile.mm_profile import uncharged_outputs_bytes
 from kvpure.memory_profile.profile_logs import GIB, ProfileLog
-from kvpure.memory_profile.releases import memory_profile_rules
+from kvpure.memory_profile.releases import memory_profile_rules, parse_version
 
 __all__ = [
     "ErrorSummary",
@@ -43,6 +44,9 @@ class KVError:
     predicted_gib: float
     logged_gib: float
     band_gib: float
+    band_below_gib: float = 0.0
+    """How much further the logged figure may fall below the prediction: the encoder
+    outputs a multimodal start-up keeps that are not charged (``mm_profile``)."""
     release: str = ""
     """The rules range of the log's vLLM version (``0.24-0.25``...)."""
     gpu: str = ""
@@ -55,7 +59,8 @@ class KVError:
     @property
     def within_band(self) -> bool:
         """Whether the logged figure lies in the predicted range (0.005 GiB of print rounding)."""
-        return abs(self.error_gib) <= self.band_gib + 0.005
+        error = self.error_gib
+        return -self.band_gib - 0.005 <= error <= self.band_gib + self.band_below_gib + 0.005
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,18 +133,37 @@ def kv_errors(logs: Iterable[ProfileLog], coef: Coefficients) -> tuple[KVError, 
         band = math.sqrt(sum(b * b for b in bands)) + rules.thin_data_band_gib
         requested = math.ceil(log.total_gpu_memory_gib * GIB * log.gpu_memory_utilization) / GIB
         non_torch = non_torch_gib(coef, tp=tp, pp=pp, rules=rules, capability=cap)
-        predicted = requested - log.weights_gib - activation - non_torch
+        outputs, below = _encoder_outputs_gib(log, parse_version(log.vllm_version))
+        predicted = requested - log.weights_gib - activation - outputs - non_torch
         out.append(
             KVError(
                 name=log.name,
                 predicted_gib=predicted - graph,
                 logged_gib=logged,
                 band_gib=band,
+                band_below_gib=below,
                 release=rules.releases,
                 gpu=log.gpu,
             )
         )
     return tuple(out)
+
+
+def _encoder_outputs_gib(log: ProfileLog, version: tuple[int, int]) -> tuple[float, float]:
+    """``(charged, band_below)`` GiB of encoder output the log's profile keeps."""
+    width = log.encoder_output_width
+    if not width:
+        return 0.0, 0.0
+    if log.encoder_batch is not None:
+        return log.encoder_batch.kept_rows(version) * width * log.dtype_bytes / GIB, 0.0
+    below = uncharged_outputs_bytes(
+        width,
+        deepstack=log.encoder_deepstack,
+        version=version,
+        max_num_batched_tokens=log.max_num_batched_tokens,
+        dtype_bytes=log.dtype_bytes,
+    )
+    return 0.0, below / GIB
 
 
 def _p90(values: list[float]) -> float:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from kvpure.errors import InvalidFieldError
+from kvpure.memory_profile.mm_profile import EncoderBatch
 
 __all__ = [
     "GIB",
@@ -89,6 +90,13 @@ class ProfileLog:
     "flashinfer"``)."""
     architecture: str = ""
     """config.json's first ``architectures`` entry (``"architecture"``; picks Model Runner V2)."""
+    encoder_output_width: int = 0
+    """Multimodal: elements per encoder output row (``"encoder": {"output_width": ...}``;
+    :func:`kvpure.memory_profile.mm_profile.encoder_output_width`); 0 for text-only."""
+    encoder_deepstack: bool = False
+    """Qwen3-VL's deepstack encoder (``"deepstack": true``): its video budget bounds the band."""
+    encoder_batch: EncoderBatch | None = None
+    """The profile's dummy encoder batch where the log or config.json fixes it."""
 
 
 def _num(data: dict[str, object], key: str, name: str) -> float | None:
@@ -199,7 +207,30 @@ def parse_profile_log(name: str, data: object) -> ProfileLog:
         ),
         flashinfer_sampler=_sampler(data, name) == "flashinfer",
         architecture=_str(data, "architecture", name) if "architecture" in data else "",
+        **_encoder(data, name),
     )
+
+
+def _encoder(data: dict[str, object], name: str) -> dict[str, Any]:
+    """The record's ``"encoder"`` object: output width, deepstack, and the dummy batch."""
+    enc = data.get("encoder")
+    if enc is None:
+        return {}
+    if not isinstance(enc, dict):
+        raise InvalidFieldError(field=f"{name}: encoder", value=enc, reason="must be an object")
+    field = f"{name}: encoder"
+    batch = None
+    if "budget_tokens" in enc:
+        batch = EncoderBatch(
+            budget_tokens=_int(enc, "budget_tokens", field),
+            item_tokens=_int(enc, "item_tokens", field),
+            item_rows=_int(enc, "item_rows", field),
+        )
+    return {
+        "encoder_output_width": _int(enc, "output_width", field),
+        "encoder_deepstack": enc.get("deepstack") is True,
+        "encoder_batch": batch,
+    }
 
 
 def load_profile_logs(folder: Path) -> tuple[ProfileLog, ...]:
