@@ -56,8 +56,9 @@ def test_qwen3_vl_output_width_carries_the_deepstack_features() -> None:
 
 
 def test_the_logged_video_budget_gives_the_rows_each_release_keeps() -> None:
+    config = _config("qwen3_vl_30b_a3b")
     batch = encoder_batch(
-        _config("qwen3_vl_30b_a3b"), max_num_batched_tokens=8192, budget_tokens=153_600
+        config, version=(0, 12), max_num_batched_tokens=8192, budget_tokens=153_600
     )
     assert batch == EncoderBatch(budget_tokens=153_600, item_tokens=153_600, item_rows=12_288)
     assert batch.items == 1  # "profiled with 1 video items"
@@ -65,6 +66,11 @@ def test_the_logged_video_budget_gives_the_rows_each_release_keeps() -> None:
     assert batch.kept_rows((0, 11)) == 153_600
     assert batch.kept_rows((0, 13)) == 12_288
     assert batch.kept_rows((0, 10)) == 12_288
+    # From 0.13 get_max_video_tokens returns the soft tokens: the budget is the rows.
+    later = encoder_batch(
+        config, version=(0, 13), max_num_batched_tokens=8192, budget_tokens=12_288
+    )
+    assert later == EncoderBatch(budget_tokens=12_288, item_tokens=12_288, item_rows=12_288)
     charged, below = encoder_outputs_bytes(
         _config("qwen3_vl_30b_a3b"),
         version=(0, 12),
@@ -92,7 +98,7 @@ def test_the_qwen3_vl_logs_fall_in_the_band_with_the_outputs_charged() -> None:
 def test_gemma_3_keeps_thirty_two_images_of_256_rows() -> None:
     # 8192 batched tokens // mm_tokens_per_image (256) images; gemma3_mm.py.
     config = _config("gemma3_4b_hf")
-    batch = encoder_batch(config, max_num_batched_tokens=8192)
+    batch = encoder_batch(config, version=(0, 19), max_num_batched_tokens=8192)
     assert batch is not None
     assert (batch.items, batch.kept_rows((0, 19))) == (32, 8192)
     charged, below = encoder_outputs_bytes(
@@ -132,6 +138,11 @@ def test_a_qwen3_vl_plan_without_the_budget_widens_its_band_by_the_default_video
     above = plain.kv_cache_bytes_high - plain.kv_cache_bytes
     assert below - above == outputs
     assert logged.kv_cache_bytes - logged.kv_cache_bytes_low == above
+    # From 0.13 the same video keeps its 12,288 soft-token rows only.
+    later = replace(settings, vllm_version="0.19.0")
+    (plan_019, *_) = estimate_memory_budget(config, later, Parallelism(tp=2))
+    widened = plan_019.kv_cache_bytes - plan_019.kv_cache_bytes_low
+    assert widened - (plan_019.kv_cache_bytes_high - plan_019.kv_cache_bytes) == 12_288 * 8192 * 2
 
 
 def test_text_only_models_keep_no_encoder_term() -> None:

@@ -37,7 +37,7 @@ from kvpure.models.config import HFConfig
 
 __all__ = [
     "EXPANDING_RELEASES",
-    "QWEN3_VL_VIDEO_BUDGET_TOKENS",
+    "QWEN3_VL_VIDEO_SOFT_TOKENS",
     "QWEN3_VL_VIDEO_TOKEN_FACTOR",
     "EncoderBatch",
     "encoder_batch",
@@ -52,13 +52,14 @@ tokens (``expanded_outputs`` in 0.11.0 and 0.12.0's gpu_model_runner.py; not in 
 0.13 and later)."""
 
 QWEN3_VL_VIDEO_TOKEN_FACTOR = 12.5
-"""Qwen3-VL counts a video's placeholder tokens as its soft tokens x 12.5 (timestamps and
-the vision start/end tokens, ``Qwen3VLProcessingInfo.get_max_video_tokens``)."""
+"""vLLM 0.12.0 counts a Qwen3-VL video's placeholder tokens as its soft tokens x 12.5
+(timestamps and the vision start/end tokens, ``Qwen3VLProcessingInfo.get_max_video_tokens``);
+0.13.0 and later count the soft tokens (the same function returns them as they are)."""
 
-QWEN3_VL_VIDEO_BUDGET_TOKENS = 153_600
-"""The video budget vLLM 0.12.0 logs for Qwen3-VL-30B-A3B with its processor's defaults
-and a 65,536-token context ("Encoder cache will be initialized with a budget of 153600
-tokens, and profiled with 1 video items"): 12,288 soft tokens x 12.5. The processor's
+QWEN3_VL_VIDEO_SOFT_TOKENS = 12_288
+"""The soft tokens of the video vLLM 0.12.0 profiles Qwen3-VL-30B-A3B on with its processor's
+defaults and a 65,536-token context: the log's "Encoder cache will be initialized with a
+budget of 153600 tokens, and profiled with 1 video items" is 12,288 x 12.5. The processor's
 sizes are not in config.json, so it bounds a Qwen3-VL plan's band, not its estimate."""
 
 _DEEPSTACK = frozenset({"qwen3_vl", "qwen3_vl_moe"})
@@ -108,14 +109,25 @@ def encoder_output_width(config: HFConfig) -> int:
     return hidden
 
 
+def _video_factor(version: tuple[int, int]) -> float:
+    """Placeholder tokens per Qwen3-VL video soft token: 12.5 in 0.11-0.12 (0.11 taken as
+    0.12: either way those releases keep the whole placeholder length), else 1."""
+    return QWEN3_VL_VIDEO_TOKEN_FACTOR if version in EXPANDING_RELEASES else 1.0
+
+
 def encoder_batch(
-    config: HFConfig, *, max_num_batched_tokens: int, budget_tokens: int | None = None
+    config: HFConfig,
+    *,
+    version: tuple[int, int],
+    max_num_batched_tokens: int,
+    budget_tokens: int | None = None,
 ) -> EncoderBatch | None:
     """The dummy batch where config.json (or the logged budget) fixes it; else None.
 
     Gemma-3: ``mm_tokens_per_image`` (256) rows per image, pan-and-scan off (the
     processor's default: no crops). Qwen3-VL with the budget vLLM logged: one video of
-    the whole budget, ``budget / 12.5`` output rows. Other families: None.
+    the whole budget, ``budget / 12.5`` output rows in 0.12 (``budget`` from 0.13). Other
+    families: None.
     """
     family = _family(config)
     if family.startswith("gemma3") and config.has("vision_config"):
@@ -123,7 +135,7 @@ def encoder_batch(
         budget = budget_tokens or max(max_num_batched_tokens, per_image)
         return EncoderBatch(budget_tokens=budget, item_tokens=per_image, item_rows=per_image)
     if family in _DEEPSTACK and budget_tokens:
-        rows = int(budget_tokens / QWEN3_VL_VIDEO_TOKEN_FACTOR)
+        rows = int(budget_tokens / _video_factor(version))
         return EncoderBatch(budget_tokens=budget_tokens, item_tokens=budget_tokens, item_rows=rows)
     return None
 
@@ -138,14 +150,15 @@ def uncharged_outputs_bytes(
 ) -> int:
     """The most encoder output an uncharged dummy batch keeps (the band's widening below).
 
-    Qwen3-VL (``deepstack``): the outputs of its default video budget
-    (:data:`QWEN3_VL_VIDEO_BUDGET_TOKENS`). Other multimodal families: one batch of
-    outputs (``max_num_batched_tokens`` rows), the most an image-only dummy batch keeps
-    when an image is smaller than the batch (``items x tokens <= budget``).
+    Qwen3-VL (``deepstack``): the outputs of its default video
+    (:data:`QWEN3_VL_VIDEO_SOFT_TOKENS`, as each release keeps it). Other multimodal
+    families: one batch of outputs (``max_num_batched_tokens`` rows), the most an
+    image-only dummy batch keeps when an image is smaller than the batch
+    (``items x tokens <= budget``).
     """
     if deepstack:
-        budget = QWEN3_VL_VIDEO_BUDGET_TOKENS
-        rows = int(budget / QWEN3_VL_VIDEO_TOKEN_FACTOR)
+        rows = QWEN3_VL_VIDEO_SOFT_TOKENS
+        budget = int(rows * _video_factor(version))
         batch = EncoderBatch(budget_tokens=budget, item_tokens=budget, item_rows=rows)
         return batch.kept_rows(version) * width * dtype_bytes
     return max_num_batched_tokens * width * dtype_bytes
@@ -168,7 +181,10 @@ def encoder_outputs_bytes(
     if not width:
         return 0, 0
     batch = encoder_batch(
-        config, max_num_batched_tokens=max_num_batched_tokens, budget_tokens=budget_tokens
+        config,
+        version=version,
+        max_num_batched_tokens=max_num_batched_tokens,
+        budget_tokens=budget_tokens,
     )
     if batch is not None:
         return batch.kept_rows(version) * width * dtype_bytes, 0
