@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from kvpure.cli import main
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.budget import ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.estimate import COEFFICIENTS
@@ -172,3 +173,44 @@ def test_the_kv_error_band_is_symmetric_without_an_encoder() -> None:
     assert err.within_band
     assert replace(err, logged_gib=10.3).within_band
     assert not replace(err, logged_gib=9.6).within_band
+
+
+QWEN3_VL_CONFIG = str(ROOT / "tests" / "data" / "model_configs" / "qwen3_vl_30b_a3b.json")
+PLAN = [
+    "plan",
+    QWEN3_VL_CONFIG,
+    "--gpu",
+    "H100-80GB",
+    "--tensor-parallel-size",
+    "2",
+    "--max-num-seqs",
+    "64",
+    "--vllm",
+    "0.26",
+    "--memory-profile-version",
+    "0.12.0",
+    "--json",
+]
+
+
+def _kv(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, int]:
+    assert main([*PLAN, *argv]) == 0
+    worker = json.loads(capsys.readouterr().out)["memory"][0]
+    return {k: int(worker[k]) for k in ("kv_cache_bytes", "kv_cache_bytes_low")}
+
+
+def test_the_cli_charges_the_logged_encoder_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    plain = _kv([], capsys)
+    given = _kv(["--encoder-budget", "153600"], capsys)
+    assert plain["kv_cache_bytes"] - given["kv_cache_bytes"] == 153_600 * 8192 * 2
+    assert plain["kv_cache_bytes_low"] == given["kv_cache_bytes_low"]
+
+
+@pytest.mark.parametrize("bad", ["0", "x", "-5", "1.5"])
+def test_the_cli_refuses_a_bad_encoder_budget_in_one_line(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*PLAN, "--encoder-budget", bad]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--encoder-budget" in err
+    assert len(err.splitlines()) == 1

@@ -102,6 +102,15 @@ MEMORY_OPTIONS: Final[tuple[Option, ...]] = (
         "top-k sampling.' says (vLLM 0.10/0.11.0 with FlashInfer installed): the profiling "
         "run keeps no larger sampler peak (default off)",
     ),
+    Option(
+        name="encoder_budget",
+        flags=("--encoder-budget",),
+        metavar="TOKENS",
+        help="a multimodal model's encoder budget as vLLM logs it ('Encoder cache will be "
+        "initialized with a budget of N tokens'): charges the encoder outputs its profile "
+        "keeps where config.json cannot size them (Qwen3-VL's video); default: the band "
+        "is widened below instead",
+    ),
 )
 _NAMES: Final = frozenset(option.name for option in MEMORY_OPTIONS)
 #: Options that, as in ``vllm serve``, may also be given bare (``--enforce-eager`` = on).
@@ -147,6 +156,19 @@ def split_memory_options(options: Mapping[str, str]) -> tuple[dict[str, str], di
     return serve, memory
 
 
+def parse_encoder_budget(text: str | None) -> int | None:
+    """``--encoder-budget`` text -> a positive number of tokens (None when not given)."""
+    if text is None:
+        return None
+    if not (text.isdigit() and len(text) <= 12 and int(text) > 0):
+        raise InvalidFieldError(
+            field="--encoder-budget",
+            value=text,
+            reason="must be a positive number of tokens, as vLLM logs it, e.g. 153600",
+        )
+    return int(text)
+
+
 def parse_utilization(text: str) -> float:
     """``--gpu-memory-utilization`` text -> a fraction in (0, 1]."""
     try:
@@ -185,6 +207,7 @@ def check_memory_options(
         if text is not None:
             parse_bool(text, field=field)
     profile_version(memory_texts.get("memory_profile_version"), vllm_version)
+    parse_encoder_budget(memory_texts.get("encoder_budget"))
     quantization = memory_texts.get("quantization")
     if quantization is not None:
         from kvpure.serve.memory import check_quantization  # the estimate's formats
@@ -287,6 +310,7 @@ def memory_case(
         vllm_version=profile,
         enforce_eager=eager,
         flashinfer_sampler=flashinfer,
+        encoder_budget_tokens=parse_encoder_budget(memory_texts.get("encoder_budget")),
     )
     outcome = band_outcome(layout, flags, workers, longest=longest)
     return MemoryCase(flags=flags, serve=serve, workers=workers, outcome=outcome)

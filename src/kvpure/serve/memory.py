@@ -172,6 +172,7 @@ def worker_memory(
     vllm_version: str = DEFAULT_VLLM_VERSION,
     enforce_eager: bool = False,
     flashinfer_sampler: bool = False,
+    encoder_budget_tokens: int | None = None,
 ) -> tuple[WorkerMemory, ...]:
     """Every worker's memory budget (rank order) for the resolved serve settings.
 
@@ -180,6 +181,7 @@ def worker_memory(
     ``gpu_memory_utilization`` (None) takes that release's default, 1.0 under
     0.34's extensible KV cache. ``enforce_eager`` charges no CUDA graphs;
     ``flashinfer_sampler``: top-k/top-p ran in FlashInfer (no larger sampler peak).
+    ``encoder_budget_tokens``: a multimodal model's logged encoder budget.
     """
     if quantization is not None:
         check_quantization(config, quantization)
@@ -197,6 +199,7 @@ def worker_memory(
         vllm_version=vllm_version,
         enforce_eager=enforce_eager,
         flashinfer_sampler=flashinfer_sampler,
+        encoder_budget_tokens=encoder_budget_tokens,
         rocm=gpu.is_rocm,
         gpu_capability=gpu.compute_capability,
     )
