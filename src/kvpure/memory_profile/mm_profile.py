@@ -130,7 +130,7 @@ def encoder_batch(
     families: None.
     """
     family = _family(config)
-    if family.startswith("gemma3") and config.has("vision_config"):
+    if family == "gemma3" and config.has("vision_config"):  # not Gemma-3n (its own encoders)
         per_image = config.int_("mm_tokens_per_image", 256, minimum=1)
         budget = budget_tokens or max(max_num_batched_tokens, per_image)
         return EncoderBatch(budget_tokens=budget, item_tokens=per_image, item_rows=per_image)
