@@ -22,6 +22,9 @@ from attack_builders import (
     _tokenizer,
     _write,
 )
+from attack_cases_data import data_cases
+from attack_cases_inputs import input_cases
+from attack_cases_paths import path_cases
 from attack_cases_sizes import size_cases
 
 
@@ -297,4 +300,8 @@ def _cases() -> list[Attack]:
     return a
 
 
-ATTACKS: tuple[Attack, ...] = (*_cases(), *size_cases())
+ORIGINAL: tuple[Attack, ...] = (*_cases(), *size_cases())
+"""The first set (127 cases)."""
+WIDER: tuple[Attack, ...] = (*path_cases(), *input_cases(), *data_cases())
+"""The wider set: every file slot, hub id, template, header and size not in the first."""
+ATTACKS: tuple[Attack, ...] = (*sorted((*ORIGINAL, *WIDER), key=lambda a: a.item),)
