@@ -193,3 +193,112 @@ def test_a_plot_writes_no_font_cache_under_home(tmp_path: Path) -> None:
     assert (tmp_path / "p.png").stat().st_size > 0
     assert list(home.iterdir()) == []
     assert list(tmp.iterdir()) == []
+
+
+# -- streaming: blank runs, leading whitespace, long prompts, tensor counts --------------
+
+
+def _naive_lines(data: bytes) -> list[tuple[int, str]]:
+    return [
+        (number, line.decode())
+        for number, line in enumerate(data.split(b"\n"), start=1)
+        if line.strip(b" \t\r\n")
+    ]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\n" * 1000 + b'{"a": 1}\n',
+        b'{"a": 1}\n' + b" \n\r\n\t\n" * 500 + b'  {"b": 2}\n\n\n{"c": 3}',
+        b"\n" * 100 + b"   " + b"\n" * 100 + b'   {"d": 4}',
+        b'{"a": 1}\n' + b"\n" * 63 + b'{"b": 2}\n' + b"\n" * 64 + b'{"c": 3}\n' + b"\n" * 65,
+        b"\n" * (3 << 20) + b'{"e": 5}\n',
+    ],
+)
+def test_json_lines_number_lines_as_a_plain_split_does(data: bytes) -> None:
+    import io
+
+    from kvpure.cache.json_stream import json_lines
+
+    got = [
+        (int(where.rsplit(" ", 1)[1]), text.rstrip("\n"))
+        for where, text in json_lines(io.BytesIO(data), "w")
+    ]
+    assert got == _naive_lines(data)
+
+
+def test_a_hundred_megabytes_of_newlines_are_skipped_a_chunk_at_a_time() -> None:
+    import io
+
+    from kvpure.cache.json_stream import json_lines
+
+    class Counting(io.BytesIO):
+        calls = 0
+
+        def readline(self, size: int | None = -1, /) -> bytes:
+            Counting.calls += 1
+            return super().readline(size)
+
+    data = Counting(b"\n" * (100 << 20) + b'{"a": 1}\n')
+    assert [w for w, _ in json_lines(data, "w")] == [f"w line {(100 << 20) + 1}"]
+    assert Counting.calls < 1000
+
+
+def test_leading_whitespace_is_read_once() -> None:
+    import io
+
+    from kvpure.cli.workload_files import _first_byte
+
+    seen, first = _first_byte(io.BytesIO(b"\xef\xbb\xbf" + b" " * (8 << 20) + b"["))
+    assert first == ord("[")
+    assert len(seen) == 3 + (8 << 20) + 1
+    assert _first_byte(io.BytesIO(b" \n" * 1000)) == (b" \n" * 1000, -1)
+    assert _first_byte(io.BytesIO(b"\xef\xbb\xbf{"))[1] == ord("{")
+
+
+def test_an_array_after_megabytes_of_whitespace_is_read() -> None:
+    import io
+
+    from kvpure.cache.json_stream import json_array_items
+
+    data = b"[" + b" " * (8 << 20) + b"1," + b"\n" * (4 << 20) + b"2 ]" + b" " * 1000
+    assert [v for _, v in json_array_items(io.BytesIO(data), "w")] == [1, 2]
+
+
+def test_a_prompt_longer_than_any_context_is_refused_before_it_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpure.cache import workload_input
+    from kvpure.errors import InvalidFieldError
+
+    monkeypatch.setattr(workload_input, "MAX_PROMPT_TOKENS", 4)
+    line = {"prompt_token_ids": [1, 2, 3, 4, "not even an int"]}
+    with pytest.raises(InvalidFieldError, match="at most 4 token ids"):
+        workload_input.parse_request(line, "w line 1")
+    assert workload_input.parse_request({"prompt_token_ids": [1, 2, 3, 4]}, "w").prompt_token_ids
+
+
+def test_a_header_of_too_many_tensors_is_refused_before_it_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvpure.memory_profile import safetensors_header
+
+    monkeypatch.setattr(safetensors_header, "MAX_FILE_TENSORS", 3)
+
+    def not_parsed(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the header was parsed")
+
+    raw = json.dumps(
+        {f"t{i}": {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i in range(4)}
+    ).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(4))
+    monkeypatch.setattr(json, "loads", not_parsed)
+    with pytest.raises(WeightFileError, match="over 3 tensors"):
+        safetensors_header.read_safetensors_header(tmp_path / "model.safetensors")
+
+
+def test_a_folder_whose_headers_list_no_tensor_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")
+    with pytest.raises(WeightFileError, match="list no tensor"):
+        read_model_folder(tmp_path)

@@ -8,7 +8,8 @@ then ``N`` bytes of JSON: one entry per tensor with ``dtype``, ``shape`` and
 non-negative shape of at most :data:`MAX_TENSOR_DIMS` dimensions and
 :data:`MAX_TENSOR_BYTES` bytes, offsets matching ``prod(shape) * itemsize``
 and overlapping no other tensor's), at most :data:`MAX_FILE_TENSORS` tensors
-a file and :data:`MAX_FOLDER_TENSORS` a folder, regular files only, and shard
+a file (counted before the header is parsed) and :data:`MAX_FOLDER_TENSORS` a
+folder, at least one, regular files only, and shard
 names that are plain file names; shards that are the same file (links) are
 read once, and in a snapshot folder of the Hugging Face cache every file read must
 resolve (links followed) inside its repository folder. A damaged or hostile file raises
@@ -204,6 +205,8 @@ def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
         raise WeightFileError(
             path=shown, reason=f"header claims {length} bytes; the file ends first"
         )
+    if text.count(b'"data_offsets"') > MAX_FILE_TENSORS:  # before parsing (seconds, a GiB)
+        raise WeightFileError(path=shown, reason=f"header lists over {MAX_FILE_TENSORS} tensors")
     try:
         header = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -311,4 +314,8 @@ def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
             raise WeightFileError(
                 path=str(folder), reason=f"its shards list over {MAX_FOLDER_TENSORS} tensors"
             )
+    if not tensors:
+        raise WeightFileError(
+            path=str(folder), reason="its safetensors files list no tensor (empty headers)"
+        )
     return tuple(tensors)
