@@ -523,7 +523,7 @@ def _hasher() -> list[Attack]:
         "a str": ("st.append_output_token_ids('12')\n", "refused"),
         "a generator that raises": (
             "def g():\n    yield 1\n    raise RuntimeError('x')\nst.append_output_token_ids(g())\n",
-            "refused",
+            "survives",
         ),
         "a list of lists": ("st.append_output_token_ids([[1]])\n", "refused"),
         "10**6 tokens at once": (

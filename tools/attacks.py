@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attack_builders import EX, ROOT, Attack
-from attack_cases import ATTACKS, ORIGINAL, WIDER
+from attack_cases import ATTACKS, ORIGINAL, TESTED, WIDER
 
 MEMORY_LIMIT = 3 << 30
 
@@ -168,14 +168,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="leave out the heavy cases")
     parser.add_argument(
         "--set",
-        choices=("all", "original", "wider"),
+        choices=("all", "original", "wider", "tested"),
         default="all",
-        help="the first 127 cases, the wider set, or both (default)",
+        help="the first 127 cases, the wider set, both (default), or the test suite's sample",
     )
     parser.add_argument("--slow", type=float, default=5.0, help="list cases slower than this")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    chosen = {"all": ATTACKS, "original": ORIGINAL, "wider": WIDER}[args.set]
+    chosen = {"all": ATTACKS, "original": ORIGINAL, "wider": WIDER, "tested": TESTED}[args.set]
     cases = [a for a in chosen if args.k in a.name and not (args.quick and a.heavy)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = []
