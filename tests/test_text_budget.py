@@ -136,6 +136,7 @@ def test_the_time_budget_is_what_stops_an_endless_loop(monkeypatch: pytest.Monke
     clock = _SteppingClock()
     monkeypatch.setattr(budget, "time", clock)
     template = ChatTemplate(HOSTILE["nested range loops"][0], {}, where="t")
+    clock.reads = 0  # loading reads the clock too (its own budget); the render's reads count
     with pytest.raises(ChatTemplateError, match=f"past its {RENDER_SECONDS:g} s budget"):
         template.render(MESSAGES, where="w")
     # start: 1 read (deadline = STEP + budget); the read at k * STEP first passes it.

@@ -24,8 +24,9 @@ LLAMA = ("--model", "{ex}/llama3_8b.json", *MEM)
 
 @dataclass(frozen=True)
 class Attack:
-    """One hostile input. ``expect``: ``refused`` (exit 2 / a kvpure error) or ``clean``
-    (exit 0 or 2, no traceback: a hostile input that is also valid)."""
+    """One hostile input. ``expect``: ``refused`` (exit 2 / a kvpure error), ``clean``
+    (exit 0 or 2, no traceback: a hostile input that is also valid), ``works`` (exit 0)
+    or, for Python code only, ``survives`` (no crash, whatever is raised)."""
 
     name: str
     item: int

@@ -22,6 +22,9 @@ from attack_builders import (
     _tokenizer,
     _write,
 )
+from attack_cases_data import data_cases
+from attack_cases_inputs import input_cases
+from attack_cases_paths import path_cases
 from attack_cases_sizes import size_cases
 
 
@@ -297,4 +300,60 @@ def _cases() -> list[Attack]:
     return a
 
 
-ATTACKS: tuple[Attack, ...] = (*_cases(), *size_cases())
+ORIGINAL: tuple[Attack, ...] = (*_cases(), *size_cases())
+"""The first set (127 cases)."""
+WIDER: tuple[Attack, ...] = (*path_cases(), *input_cases(), *data_cases())
+"""The wider set: every file slot, hub id, template, header and size not in the first."""
+_TESTED_WIDER = frozenset(
+    {
+        # paths (item 2) and special files (item 3)
+        "hub id 'org/m@%2e%2e'",
+        "hub id with NUL, API",
+        "refs/main holds a NUL",
+        "refs/main a fifo",
+        "snapshot linked to /",
+        "config.json a link loop",
+        "hub weights linked outside the cache",
+        "hub weights in blobs/ (control)",
+        "socket as plan config",
+        "socket as cache workload",
+        "fifo as model.safetensors",
+        "zero as the shard an index names",
+        "fifo as chat_template.jinja",
+        "socket as events listen --capture",
+        "a valid cache --plot writes only its PNG (control)",
+        # templates, tokenizers, events listen, the C hasher (items 1, 3)
+        "chat template: lipsum(10**6)",
+        "chat template: huge list literal",
+        "chat template: slice(10**9)",
+        "chat template: batch(10**9, fill)",
+        "chat template: format width 10**9",
+        "chat template: include",
+        "chat template: cycler globals",
+        "tokenizer.json post-processor naming an unknown token",
+        "tokenizer.json nested 10**5 deep",
+        "events listen --timeout 1e309",
+        "events listen endpoint wildcard",
+        "events decode of msgpack nested 10**5 deep",
+        "append_output_token_ids: a finalizer empties the list (sha256)",
+        "append_output_token_ids: a bool token (xxhash_cbor)",
+        # headers, workloads, sizes (items 4, 5, 7)
+        "safetensors header: header empty object",
+        "safetensors header: length 2**63",
+        "safetensors header: one tensor inside another",
+        "shards index: shard '../x'",
+        "shards index: the same shard 1000 times",
+        "workload: 10**6 blank lines then a bad one",
+        "workload: '[' then 20 MB of spaces",
+        "workload: U+2028 and U+2029 in a salt",
+        "workload: a BOM on line 2",
+        "plan --num-gpu-blocks-override 2**64",
+        "cache-replay: 2**63 blocks",
+        "hash --block-size 2**63",
+    }
+)
+TESTED: tuple[Attack, ...] = (*ORIGINAL, *(a for a in WIDER if a.name in _TESTED_WIDER))
+"""What tests/test_attacks.py runs (its light ones): the first set and a sample of the wider
+set that covers each fix and each kind of file, template, header and size."""
+assert len(TESTED) == len(ORIGINAL) + len(_TESTED_WIDER), "a tested name is not a case"
+ATTACKS: tuple[Attack, ...] = (*sorted((*ORIGINAL, *WIDER), key=lambda a: a.item),)

@@ -2,7 +2,8 @@
 
 - :func:`json_lines` splits on ``\\n`` only (a ``\\r`` before it is JSON
   whitespace), so U+2028, U+2029 and U+0085, legal inside JSON strings, stay
-  inside their line; blank lines are skipped. Each line is at most
+  inside their line; blank lines are skipped (a long run of them a chunk at a
+  time). Each line is at most
   :data:`MAX_LINE_BYTES` bytes, decoded as UTF-8 on its own (a byte-order mark
   is allowed on the first).
 - :func:`json_array_items` yields the items of one top-level JSON array (a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterator
 from typing import Final, Protocol, runtime_checkable
 
@@ -33,6 +35,10 @@ MAX_JSON_DEPTH: Final = 64
 MAX_INT_DIGITS: Final = 40
 _CHUNK = 1 << 20
 _WHITESPACE = " \t\r\n"
+_WHITESPACE_BYTES = b" \t\r\n"
+_NOT_WHITESPACE = re.compile(r"[^ \t\r\n]")
+_BLANK_RUN = 64
+"""Blank lines in a row after which the rest of a blank run is skipped a chunk at a time."""
 
 
 @runtime_checkable
@@ -107,23 +113,71 @@ def parse_json_value(text: str, where: str) -> object:
     return value
 
 
+class _BlankSkipper:
+    """A byte stream read a line at a time that can also skip a run of blank lines a chunk
+    at a time (a file of 100 MB of newlines is 100 chunks, not 10**8 lines)."""
+
+    def __init__(self, handle: ByteReader) -> None:
+        self.handle = handle
+        self.head = b""
+        """Bytes read ahead of the stream, returned first."""
+
+    def readline(self, size: int) -> bytes:
+        if not self.head:
+            return self.handle.readline(size)
+        end = self.head.find(b"\n", 0, size) + 1 or min(len(self.head), size)
+        line, self.head = self.head[:end], self.head[end:]
+        if line.endswith(b"\n") or len(line) >= size:
+            return line
+        return line + self.handle.readline(size - len(line))
+
+    def skip_blank_lines(self) -> int:
+        """Read past the blank lines ahead; the number of newlines passed. The first line
+        holding anything else (its leading whitespace included) is read next."""
+        passed = 0
+        carry = b""  # whitespace after the last newline: the start of the next line
+        while True:
+            more = self.head or self.handle.read(_CHUNK)
+            self.head = b""
+            if not more:
+                self.head = carry
+                return passed
+            chunk = carry + more
+            start = len(chunk) - len(chunk.lstrip(_WHITESPACE_BYTES))
+            cut = chunk.rfind(b"\n", 0, start) + 1
+            passed += chunk.count(b"\n", 0, cut)
+            if start < len(chunk):
+                self.head = chunk[cut:]
+                return passed
+            carry = chunk[cut:]
+
+
 def json_lines(
     handle: ByteReader, path: str, limit: int = MAX_LINE_BYTES
 ) -> Iterator[tuple[str, str]]:
     """``(where, text)`` of each non-blank line (``where`` is ``"PATH line N"``)."""
+    reader = _BlankSkipper(handle)
     number = 0
+    blank = 0
     while True:
-        raw = handle.readline(limit + 1)
+        raw = reader.readline(limit + 1)
         if not raw:
             return
         number += 1
-        where = f"{path} line {number}"
         if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
             raise InvalidFieldError(
-                field=where,
+                field=f"{path} line {number}",
                 value=f"over {limit} bytes",
                 reason="is too long: a line holds one request (at most 64 MiB)",
             )
+        if not raw.strip(_WHITESPACE_BYTES):
+            blank += 1
+            if blank >= _BLANK_RUN:
+                number += reader.skip_blank_lines()
+                blank = 0
+            continue
+        blank = 0
+        where = f"{path} line {number}"
         try:
             text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as err:
@@ -169,15 +223,14 @@ class _ArrayReader:
         return bool(chunk) or bool(decoded)
 
     def skip_space(self) -> str:
-        """The next non-whitespace character ('' at the end)."""
+        """The next non-whitespace character ('' at the end), found in C."""
         while True:
             text = self.text
-            pos = self.pos
-            while pos < len(text) and text[pos] in _WHITESPACE:
-                pos += 1
-            self.pos = pos
-            if pos < len(text):
-                return text[pos]
+            found = _NOT_WHITESPACE.search(text, self.pos)
+            if found is not None:
+                self.pos = found.start()
+                return text[self.pos]
+            self.pos = len(text)
             if not self.more():
                 return ""
 

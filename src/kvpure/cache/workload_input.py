@@ -25,10 +25,21 @@ from kvpure.errors import InvalidFieldError
 from kvpure.field_checks import check_optional_seconds
 from kvpure.text.chat_template import ChatMessage
 
-__all__ = ["MAX_MESSAGES", "PromptEncoder", "WorkloadRequest", "parse_messages", "parse_request"]
+__all__ = [
+    "MAX_MESSAGES",
+    "MAX_PROMPT_TOKENS",
+    "PromptEncoder",
+    "WorkloadRequest",
+    "parse_messages",
+    "parse_request",
+]
 
 MAX_MESSAGES = 4096
 """Most messages one request may hold."""
+MAX_PROMPT_TOKENS = 2**24
+"""Most token ids one prompt may give (16,777,216: more than any model's context), refused
+as the line is read, before the ids are checked, spooled and replayed (a 48 MiB line of
+25 million ids otherwise costs tens of seconds before max_model_len refuses it)."""
 
 _PROMPT_KEYS = ("prompt_token_ids", "prompt", "messages")
 _KNOWN_KEYS = frozenset({*_PROMPT_KEYS, "output_len", "lora_name", "cache_salt", "arrival_time"})
@@ -138,6 +149,12 @@ def parse_messages(data: object, where: str) -> tuple[ChatMessage, ...]:
 def _token_ids(data: object, where: str) -> tuple[int, ...]:
     if not isinstance(data, list) or not data:
         raise _field(where, data, "must be a non-empty list of token ids")
+    if len(data) > MAX_PROMPT_TOKENS:
+        raise _field(
+            where,
+            f"{len(data):,} token ids",
+            f"is longer than any model's context (at most {MAX_PROMPT_TOKENS:,} token ids)",
+        )
     if set(map(type, data)) == {int} and min(cast("list[int]", data)) >= 0:  # in C
         return tuple(data)
     for i, token in enumerate(data):

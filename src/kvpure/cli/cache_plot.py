@@ -5,10 +5,20 @@ here, when a plot is asked for, with the Agg backend (no display needed).
 The figure is 8 x 5 inches at 100 dpi: a PNG of 800 x 500 pixels. The x axis
 is the pool's usable blocks (the null block left out), the y axis the hit
 rate in vLLM's prefix-cache units; a dashed line marks the unbounded cache.
+
+Nothing is written but the PNG: matplotlib builds its font cache in its config
+folder (``~/.config/matplotlib`` or ``~/.cache/matplotlib``) when it is first
+imported; unless ``MPLCONFIGDIR`` names one, kvpure points it at a temporary
+folder removed when the process ends.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +34,18 @@ PLOT_SIZE_INCHES = (8.0, 5.0)
 PLOT_DPI = 100
 
 
+def _private_config_dir() -> None:
+    """Point matplotlib at a temporary config folder (removed at exit) unless the user
+    named one, before it is imported: its font cache is then written nowhere else."""
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    folder = tempfile.mkdtemp(prefix="kvpure-matplotlib-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ["MPLCONFIGDIR"] = folder
+
+
 def _pyplot() -> Any:
+    _private_config_dir()
     try:
         import matplotlib
     except ImportError:

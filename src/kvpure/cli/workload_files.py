@@ -94,17 +94,26 @@ class _Prefixed:
 
 
 def _first_byte(handle: ByteReader) -> tuple[bytes, int]:
-    """The bytes read to find the first non-whitespace byte, and that byte (-1: none)."""
-    seen = b""
+    """The bytes read to find the first non-whitespace byte, and that byte (-1: none).
+
+    Each chunk is looked at once and the chunks are joined once: 100 MB of leading
+    whitespace costs one pass, not a copy of everything read per chunk."""
+    chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = handle.read(_SNIFF)
         if not chunk:
-            return seen, -1
-        seen += chunk
-        body = seen[3:] if seen.startswith(b"\xef\xbb\xbf") else seen
+            return b"".join(chunks), -1
+        chunks.append(chunk)
+        if size < 3:  # a byte-order mark can only open the file
+            start = b"".join(chunks)
+            body = start[3:] if start.startswith(b"\xef\xbb\xbf") else start
+        else:
+            body = chunk
+        size += len(chunk)
         stripped = body.lstrip(b" \t\r\n")
         if stripped:
-            return seen, stripped[0]
+            return b"".join(chunks), stripped[0]
 
 
 class _Arrivals:

@@ -8,9 +8,11 @@ then ``N`` bytes of JSON: one entry per tensor with ``dtype``, ``shape`` and
 non-negative shape of at most :data:`MAX_TENSOR_DIMS` dimensions and
 :data:`MAX_TENSOR_BYTES` bytes, offsets matching ``prod(shape) * itemsize``
 and overlapping no other tensor's), at most :data:`MAX_FILE_TENSORS` tensors
-a file and :data:`MAX_FOLDER_TENSORS` a folder, regular files only, and shard
+a file (counted before the header is parsed) and :data:`MAX_FOLDER_TENSORS` a
+folder, at least one, regular files only, and shard
 names that are plain file names; shards that are the same file (links) are
-read once. A damaged or hostile file raises
+read once, and in a snapshot folder of the Hugging Face cache every file read must
+resolve (links followed) inside its repository folder. A damaged or hostile file raises
 :class:`~kvpure.memory_profile.errors.WeightFileError` naming the file and the
 tensor instead of hanging or exhausting memory.
 
@@ -31,6 +33,7 @@ from typing import Final
 
 from kvpure.errors import InvalidFieldError
 from kvpure.memory_profile.errors import WeightFileError
+from kvpure.models.hf_cache import cached_repository_root
 from kvpure.user_files import open_regular, read_regular_bytes
 
 __all__ = [
@@ -202,6 +205,8 @@ def read_safetensors_header(path: Path) -> tuple[TensorInfo, ...]:
         raise WeightFileError(
             path=shown, reason=f"header claims {length} bytes; the file ends first"
         )
+    if text.count(b'"data_offsets"') > MAX_FILE_TENSORS:  # before parsing (seconds, a GiB)
+        raise WeightFileError(path=shown, reason=f"header lists over {MAX_FILE_TENSORS} tensors")
     try:
         header = json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -260,10 +265,27 @@ def read_checkpoint_index(path: Path) -> CheckpointIndex:
     return CheckpointIndex(total_size=total, shard_files=files)
 
 
+def _check_inside(path: Path, root: Path | None) -> None:
+    """Refuse a file of a cached snapshot that resolves outside its repository ``root``."""
+    if root is None:
+        return
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return  # missing, or a link loop: reading it names the problem
+    if not real.is_relative_to(root):
+        raise WeightFileError(
+            path=str(path),
+            reason=f"resolves to {real}, outside the cached repository folder {root}; refused",
+        )
+
+
 def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
     """Every tensor of a model folder: the index's shards, or every ``*.safetensors`` file."""
+    root = cached_repository_root(folder)
     index_path = folder / "model.safetensors.index.json"
     if index_path.is_file():
+        _check_inside(index_path, root)
         names = read_checkpoint_index(index_path).shard_files
     else:
         names = tuple(sorted(p.name for p in folder.glob("*.safetensors")))[: MAX_SHARD_FILES + 1]
@@ -277,6 +299,7 @@ def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
     seen: set[tuple[int, int]] = set()
     for name in names:
         path = folder / name
+        _check_inside(path, root)
         try:
             identity = os.stat(path)
         except OSError:
@@ -291,4 +314,8 @@ def read_model_folder(folder: Path) -> tuple[TensorInfo, ...]:
             raise WeightFileError(
                 path=str(folder), reason=f"its shards list over {MAX_FOLDER_TENSORS} tensors"
             )
+    if not tensors:
+        raise WeightFileError(
+            path=str(folder), reason="its safetensors files list no tensor (empty headers)"
+        )
     return tuple(tensors)

@@ -33,6 +33,7 @@ from kvpure.models.errors import ModelNotCachedError
 from kvpure.user_files import open_regular
 
 __all__ = [
+    "cached_repository_root",
     "check_model_id",
     "config_argument",
     "hub_cache_dir",
@@ -139,6 +140,22 @@ def _inside(config: Path, folder: Path, model: str, looked: list[Path]) -> Path:
             "refused",
         )
     return config
+
+
+def cached_repository_root(folder: Path) -> Path | None:
+    """The repository folder (``models--org--name``, links followed) of a snapshot folder
+    of the cache (``.../models--org--name/snapshots/REV``); None for any other folder.
+
+    Every file read from a snapshot must resolve inside it, as its config.json must
+    (huggingface_hub's snapshot files are links into the repository's ``blobs/``).
+    """
+    parent = folder.parent
+    if parent.name != "snapshots" or not parent.parent.name.startswith("models--"):
+        return None
+    try:
+        return parent.parent.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
 
 
 def resolve_model_config(model: str, env: Mapping[str, str] | None = None) -> Path:

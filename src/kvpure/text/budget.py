@@ -259,7 +259,8 @@ def checked_join(parts: tuple[object, ...], join: Callable[[Any], str]) -> str:
 
 
 def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-    """The width-taking filters wrapped with their size checks."""
+    """The width-taking filters wrapped with their size checks (``slice``: its count of
+    slices; ``batch`` with a fill value: its line count)."""
 
     def wrap(name: str, size_of: Callable[..., int]) -> Callable[..., Any]:
         original = filters[name]
@@ -313,7 +314,20 @@ def budgeted_filters(filters: dict[str, Callable[..., Any]]) -> dict[str, Callab
         values = [a for a in args if not _is_context(a)]
         return 2 * len(text(values[0]))  # jinja2 passes the filtered value first
 
+    def slices(*args: Any, **kwargs: Any) -> int:
+        values = [a for a in args if not _is_context(a)]  # do_slice(value, slices, fill_with)
+        count = kwargs.get("slices", values[1] if len(values) > 1 else 0)
+        return count if isinstance(count, int) else 0
+
+    def batch(*args: Any, **kwargs: Any) -> int:
+        values = [a for a in args if not _is_context(a)]  # do_batch(value, linecount, fill_with)
+        count = kwargs.get("linecount", values[1] if len(values) > 1 else 0)
+        filled = kwargs.get("fill_with", values[2] if len(values) > 2 else None) is not None
+        return count if filled and isinstance(count, int) else 0
+
     wrapped = dict(filters)
+    wrapped["slice"] = wrap("slice", slices)
+    wrapped["batch"] = wrap("batch", batch)
     wrapped["center"] = wrap("center", center)
     wrapped["indent"] = wrap("indent", indent)
     wrapped["format"] = wrap("format", format_size)

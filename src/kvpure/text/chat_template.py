@@ -25,7 +25,7 @@ module does the same steps, written anew, for text-only messages:
 - keys whose value is None are dropped from each message (transformers).
 
 Bounded (:mod:`kvpure.text.budget`): the source's size and literals, the
-time a render takes and the size of every text it builds, each ending in
+time loading and a render take and the size of every text it builds, each ending in
 :class:`~kvpure.text.errors.ChatTemplateError`, as does any error raised while
 the template loads.
 
@@ -192,15 +192,16 @@ class ChatTemplate:
                 reason=f"the chat template has {len(source):,} characters "
                 f"(at most {MAX_TEMPLATE_CHARS:,})",
             )
+        BUDGET.start()  # loading gets the render's time budget
         try:
             tree = env.parse(source)
             check_literals(tree)
-            self._template = env.from_string(source)
             try:
                 self.content_format: ContentFormat = _detect_content_format(tree)
             except _Undetectable:
                 self.content_format = "string"
             undeclared = jinja2.meta.find_undeclared_variables(tree)
+            self._template = env.from_string(tree)  # compiling folds constants in the tree
         except jinja2.TemplateSyntaxError as err:
             raise ChatTemplateError(
                 where=where, reason=f"the chat template does not parse: {err}"
@@ -212,6 +213,8 @@ class ChatTemplate:
                 where=where,
                 reason=f"the chat template does not load: {type(err).__name__}: {err}",
             ) from None
+        finally:
+            BUDGET.stop()
         self.source = source
         self.special_tokens = dict(special_tokens)
         self.names_developer = "'developer'" in source or '"developer"' in source

@@ -8,7 +8,8 @@ environment is that one, with the clock and size checks of
 :mod:`kvpure.text.budget` wired into the sandbox's hooks: intercepted
 operators, calls, attribute and item reads, ``~`` joins (through a code
 generator that routes them to :func:`~kvpure.text.budget.checked_join`),
-``range`` and the width-taking filters.
+``range`` and the width-taking filters; loading (the parser's tokens, the code
+generator's nodes) reads the same clock.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvpure.text.budget import (
     BUDGET,
+    MAX_TEXT_CHARS,
+    BudgetExceeded,
     budgeted_filters,
     budgeted_range,
     check_size,
@@ -68,6 +71,28 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+_LIPSUM_MAX_WORDS = MAX_TEXT_CHARS // 16
+"""The most words ``lipsum`` may write (``n`` paragraphs of at most ``max`` words each)."""
+
+
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:
+    """jinja2's ``lipsum`` global, refused past :data:`_LIPSUM_MAX_WORDS` words (jinja2
+    builds every paragraph, word by word, before returning)."""
+    from jinja2.utils import generate_lorem_ipsum
+
+    for name, value in (("n", n), ("min", min), ("max", max)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise jinja_modules().exceptions.TemplateError(
+                f"lipsum's {name} must be an int >= 0 (got {value!r})"
+            )
+    if n * max > _LIPSUM_MAX_WORDS:
+        raise BudgetExceeded(
+            f"the chat template asks lipsum for {n:,} x {max:,} words "
+            f"(at most {_LIPSUM_MAX_WORDS:,})"
+        )
+    return str(generate_lorem_ipsum(n=n, html=html, min=min, max=max))
+
+
 @cache
 def environment() -> jinja2.Environment:
     """The sandbox transformers renders chat templates in."""
@@ -81,6 +106,10 @@ def environment() -> jinja2.Environment:
 
     class BudgetedCodeGenerator(jinja2.compiler.CodeGenerator):
         """jinja2's code generator with every ``~`` join through :func:`checked_join`."""
+
+        def visit(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+            BUDGET.tick()  # loading is timed as rendering is (a huge template compiles slowly)
+            return super().visit(node, *args, **kwargs)
 
         @jinja2.compiler.optimizeconst
         def visit_Concat(self, node: Any, frame: Any) -> None:
@@ -135,6 +164,16 @@ def environment() -> jinja2.Environment:
         def _body(self, caller: Callable[[], str]) -> str:
             return caller()
 
+    class TimedLoad(jinja2.ext.Extension):
+        """Reads the clock every 256 tokens the parser takes (a template of a million
+        tokens takes tens of seconds to parse)."""
+
+        def filter_stream(self, stream: Any) -> Any:
+            for count, token in enumerate(stream):
+                if not count & 255:
+                    BUDGET.tick()
+                yield token
+
     class GuardedNamespace(jinja2.utils.Namespace):
         """jinja2's namespace refusing underscore-prefixed attributes (transformers)."""
 
@@ -156,7 +195,9 @@ def environment() -> jinja2.Environment:
                 )
 
     env = BudgetedSandbox(
-        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[GenerationTag, jinja2.ext.loopcontrols, TimedLoad],
     )
     env.filters = budgeted_filters(dict(env.filters))
     env.filters["tojson"] = _tojson
@@ -164,4 +205,5 @@ def environment() -> jinja2.Environment:
     env.globals["raise_exception"] = _raise_from_template
     env.globals["strftime_now"] = _strftime_now
     env.globals["namespace"] = GuardedNamespace
+    env.globals["lipsum"] = _lipsum
     return env

@@ -19,7 +19,8 @@ Bounded: a prompt or rendered chat of more than
 before it is tokenized (:class:`~kvpure.text.errors.PromptTooLongError`);
 files are read only when regular (:mod:`kvpure.user_files`); an error, or a
 panic, of the ``tokenizers`` library becomes
-:class:`~kvpure.text.errors.TokenizerError`.
+:class:`~kvpure.text.errors.TokenizerError` (the panic's own print to file
+descriptor 2 is dropped while the library runs: the error carries its message).
 
 Not read: ``special_tokens_map.json`` (the legacy file), the
 ``additional_chat_templates/`` folder, tokenizers that are not a
@@ -31,7 +32,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,6 +60,32 @@ def _read_text(path: Path, field: str) -> str:
     return read_regular_text(path, _MAX_FILE_BYTES, field)
 
 
+@contextmanager
+def _panic_output_dropped() -> Iterator[None]:
+    """File descriptor 2 pointed at the null device while the tokenizers library runs.
+
+    A Rust panic prints its message (and, under ``RUST_BACKTRACE``, a backtrace)
+    straight to descriptor 2 before it is raised as an exception; the typed
+    error carries the message instead, so a refusal stays one line.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no standard error to protect
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+        finally:
+            os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _guarded(where: str, what: str, call: Callable[[], T]) -> T:
     """``call()``, with any error or panic of the tokenizers library typed.
 
@@ -64,7 +93,8 @@ def _guarded(where: str, what: str, call: Callable[[], T]) -> T:
     ``BaseException``: everything but an interrupt or an exit is caught.
     """
     try:
-        return call()
+        with _panic_output_dropped():
+            return call()
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except BaseException as err:  # the library's panics are BaseExceptions
