@@ -135,12 +135,7 @@ def test_a_load_past_its_budget_stops_the_clock(monkeypatch: pytest.MonkeyPatch)
     assert template.render(MESSAGES, where="w") == "1"
 
 
-def test_a_tokenizers_panic_prints_nothing(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    pytest.importorskip("tokenizers")
-    from kvpure.text.tokenizer import load_tokenizer
-
+def _panicking_tokenizer(tmp_path: Path) -> Path:
     folder = tmp_path / "tok"
     shutil.copytree(EX / "tiny-chat-tokenizer", folder)
     data = json.loads((folder / "tokenizer.json").read_text())
@@ -151,13 +146,57 @@ def test_a_tokenizers_panic_prints_nothing(
         "special_tokens": {},
     }
     (folder / "tokenizer.json").write_text(json.dumps(data))
-    tokenizer = load_tokenizer(folder)
+    return folder
+
+
+def test_a_tokenizers_panic_prints_nothing_in_the_command_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("tokenizers")
+    from kvpure import process_role
+    from kvpure.text.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(_panicking_tokenizer(tmp_path))
+    monkeypatch.setattr(process_role, "_command_line", True)
     with pytest.raises(TokenizerError, match="no entry found for key"):
         tokenizer.encode_prompt("aaaa b")
     err = capfd.readouterr().err
     assert "panicked" not in err
     print("stderr still works", file=sys.stderr)
     assert "stderr still works" in capfd.readouterr().err
+
+
+def test_a_library_caller_keeps_its_standard_error(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Outside kvpure's command line the descriptor is left alone (the panic's own print
+    is the library's, as in any caller of tokenizers); the error is typed all the same."""
+    pytest.importorskip("tokenizers")
+    from kvpure import process_role
+    from kvpure.text.tokenizer import load_tokenizer
+
+    assert not process_role.is_command_line()
+    tokenizer = load_tokenizer(_panicking_tokenizer(tmp_path))
+    with pytest.raises(TokenizerError, match="no entry found for key"):
+        tokenizer.encode_prompt("aaaa b")
+    assert "panicked" in capfd.readouterr().err
+
+
+def test_the_command_line_marks_its_process() -> None:
+    code = (
+        "from kvpure import process_role\n"
+        "from kvpure.cli import main\n"
+        "assert not process_role.is_command_line()\n"
+        "try:\n"
+        "    main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(process_role.is_command_line())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip().endswith("True")
 
 
 def test_a_plot_writes_no_font_cache_under_home(tmp_path: Path) -> None:

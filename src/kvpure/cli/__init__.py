@@ -24,6 +24,7 @@ from typing import NoReturn
 
 from kvpure import __version__
 from kvpure.errors import KVPureError
+from kvpure.process_role import mark_command_line
 
 EXIT_USAGE = 2
 
@@ -120,6 +121,7 @@ def _closed_pipe() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    mark_command_line()
     if os.environ.get("KVPURE_NO_EXTENSION") == "1":  # the pure-Python paths
         from kvpure.cache import pool_loops
         from kvpure.free_queue import set_accelerated

@@ -19,8 +19,10 @@ Bounded: a prompt or rendered chat of more than
 before it is tokenized (:class:`~kvpure.text.errors.PromptTooLongError`);
 files are read only when regular (:mod:`kvpure.user_files`); an error, or a
 panic, of the ``tokenizers`` library becomes
-:class:`~kvpure.text.errors.TokenizerError` (the panic's own print to file
-descriptor 2 is dropped while the library runs: the error carries its message).
+:class:`~kvpure.text.errors.TokenizerError`. In kvpure's command line (only: a
+library does not touch its caller's descriptors, :mod:`kvpure.process_role`), the
+panic's own print to file descriptor 2 is dropped while the library runs, so the
+refusal stays one line; the error carries the message.
 
 Not read: ``special_tokens_map.json`` (the legacy file), the
 ``additional_chat_templates/`` folder, tokenizers that are not a
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kvpure.errors import FieldTypeError, InvalidFieldError
+from kvpure.process_role import is_command_line
 from kvpure.text.budget import MAX_TEXT_CHARS
 from kvpure.text.chat_template import SPECIAL_TOKEN_NAMES, ChatMessage, ChatTemplate
 from kvpure.text.errors import (
@@ -93,6 +96,8 @@ def _guarded(where: str, what: str, call: Callable[[], T]) -> T:
     ``BaseException``: everything but an interrupt or an exit is caught.
     """
     try:
+        if not is_command_line():  # a caller's process: its standard error is its own
+            return call()
         with _panic_output_dropped():
             return call()
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
