@@ -105,6 +105,7 @@ _WEIGHT_MODULES = (
 # round 6 (mut7): vLLM's start-up memory profile, release by release: the rules read in
 # each release's source, the public start-up logs (tests/data/memory_logs) and the CLI
 _PROFILE_TESTS = (
+    "tests/test_memory_release_sources.py",  # each record against its release's source
     "tests/test_memory_releases.py",
     "tests/test_memory_release_flags.py",
     "tests/test_memory_budget.py",
