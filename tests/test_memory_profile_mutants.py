@@ -1,0 +1,112 @@
+"""Mutation round 6: the 0.34 extensible KV cache and the estimate's terms, pinned by vLLM.
+
+Expected values come from vLLM's source (cited by file and line, read in the
+unpacked wheels ``pip download --no-deps vllm==X``) and from the public start-up
+logs in tests/data/memory_logs, never from kvpure's output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from kvpure.memory_profile.budget import MemoryBudget, ServeSettings, estimate_memory_budget
+from kvpure.memory_profile.sharding import Parallelism
+from kvpure.models.config import HFConfig, parse_model_config
+
+GIB = 1 << 30
+H100 = round(79.19 * GIB)  # what vLLM logs as an H100 80GB's total memory
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _llama() -> HFConfig:
+    return parse_model_config(json.loads((EXAMPLES / "llama3_8b.json").read_text()))
+
+
+def _init_free(b: MemoryBudget) -> int:
+    """``init_free`` behind a device-bound 0.34 budget: vLLM 0.34.0
+    ``v1/worker/extensible_kv_cache.py`` ``measure_kv_cache_bytes`` (``available =
+    min(requested - non_kv_used, headroom - margin) - max(peak, growth)``, with
+    ``headroom = init_free - non_kv_used``) solved for ``init_free``."""
+    transient = b.activation_bytes + b.cuda_graph_bytes
+    non_kv = b.weights_bytes + b.non_torch_bytes + b.cuda_graph_bytes
+    return b.kv_cache_bytes + transient + b.margin_bytes + non_kv
+
+
+def test_0_34_sizes_one_gpu_from_the_logged_initial_free_memory() -> None:
+    # vLLM's "Initial free memory" on one H100 (79.19 GiB total): 78.68 GiB
+    # (docs/memory-profile.md, the bundled H100 logs).
+    settings = ServeSettings(total_gpu_bytes=H100, gpu_memory_utilization=None, vllm_version="0.34")
+    (b,) = estimate_memory_budget(_llama(), settings)
+    assert abs(_init_free(b) - 78.68 * GIB) <= 0.02 * GIB
+
+
+def test_0_34_sizes_tensor_parallel_workers_from_the_logged_initial_free_memory() -> None:
+    # With TP 2 or 4 NCCL's communicators exist before vLLM's first snapshot: the
+    # logged "Initial free memory" is 77.12-77.66 GiB of 79.19 on an H100.
+    settings = ServeSettings(total_gpu_bytes=H100, gpu_memory_utilization=None, vllm_version="0.34")
+    for tp in (2, 4):
+        budgets = estimate_memory_budget(_llama(), settings, Parallelism(tp=tp))
+        for b in budgets:
+            assert 77.12 * GIB <= _init_free(b) <= 77.66 * GIB, tp
+
+
+def test_0_34_device_bound_band_holds_the_initial_free_memorys_spread() -> None:
+    # Bound by the device (unset utilization: 1.0, vllm 0.34.0 config/cache.py
+    # resolved_gpu_memory_utilization), the size moves with what the context held before
+    # the first snapshot, which varies between logs (1.53-2.07 GiB with TP 2 or 4);
+    # capped by an explicit utilization (min(requested - non_kv_used, ...)), it does not.
+    bound = ServeSettings(total_gpu_bytes=H100, gpu_memory_utilization=None, vllm_version="0.34")
+    capped = ServeSettings(total_gpu_bytes=H100, gpu_memory_utilization=0.5, vllm_version="0.34")
+    for tp in (1, 2):
+        (a, *_) = estimate_memory_budget(_llama(), bound, Parallelism(tp=tp))
+        (c, *_) = estimate_memory_budget(_llama(), capped, Parallelism(tp=tp))
+        assert (a.weights, a.activation, a.non_torch, a.cuda_graph) == (
+            c.weights,
+            c.activation,
+            c.non_torch,
+            c.cuda_graph,
+        )
+        bound_band = a.kv_cache_bytes_high - a.kv_cache_bytes
+        capped_band = c.kv_cache_bytes_high - c.kv_cache_bytes
+        assert bound_band > capped_band, tp
+        if tp > 1:  # at least half the logged spread, in quadrature with the rest
+            half = (2.07 - 1.53) / 2 * GIB
+            assert bound_band >= math.hypot(capped_band, half) - 1
+
+
+def _vllm_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+    """vllm 0.26.0 ``config/vllm.py`` ``_set_cudagraph_sizes`` (lines 1788-1842), default
+    compilation config, no speculative tokens, no sequence parallelism."""
+    largest = min(max_num_seqs * 1 * 2, 512)
+    largest = min(max_num_batched_tokens, largest)
+    sizes = [i for i in [1, 2, 4] if i <= largest]
+    if largest >= 8:
+        sizes += list(range(8, min(largest + 1, 256), 8))
+    if largest >= 256:
+        sizes += list(range(256, largest + 1, 16))
+    if max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
+    return sorted(set(sizes))
+
+
+def test_the_graphs_counted_are_those_vllm_captures() -> None:
+    """PIECEWISE: every capture size; FULL (decode): the sizes up to ``1 x max_num_seqs``
+    (vllm 0.26.0 ``v1/cudagraph_dispatcher.py`` ``initialize_cudagraph_keys``, lines
+    210-221); ``profile_cudagraph_memory`` captures both lists (``gpu_model_runner.py``
+    line 6586)."""
+    from kvpure.memory_profile.estimate import cudagraph_count
+
+    grid = (1, 2, 3, 4, 5, 7, 8, 16, 100, 127, 128, 200, 255, 256, 257, 300, 512, 1024)
+    tokens = (8, 24, 100, 250, 255, 256, 260, 300, 500, 512, 513, 2048, 8192)
+    for max_num_seqs in grid:
+        for max_num_batched_tokens in tokens:
+            if max_num_batched_tokens < max_num_seqs:
+                continue  # vLLM refuses a batch under max_num_seqs (SchedulerConfig)
+            sizes = _vllm_capture_sizes(max_num_seqs, max_num_batched_tokens)
+            full = [s for s in sizes if s <= max_num_seqs]
+            got = cudagraph_count(max_num_seqs, max_num_batched_tokens)
+            assert got == len(sizes) + len(full), (max_num_seqs, max_num_batched_tokens)
+    # unset batch: vLLM's smallest default batch (2048) bounds nothing below 512
+    assert cudagraph_count(1024) == len(_vllm_capture_sizes(1024, 2048)) * 2
