@@ -110,3 +110,33 @@ def test_the_graphs_counted_are_those_vllm_captures() -> None:
             assert got == len(sizes) + len(full), (max_num_seqs, max_num_batched_tokens)
     # unset batch: vLLM's smallest default batch (2048) bounds nothing below 512
     assert cudagraph_count(1024) == len(_vllm_capture_sizes(1024, 2048)) * 2
+
+
+def test_0_34_band_widens_exactly_where_the_device_bounds_the_size() -> None:
+    """``available = min(requested - non_kv_used, headroom - margin) - ...`` (vllm 0.34.0
+    ``v1/worker/extensible_kv_cache.py``): where the device's side of the ``min`` is
+    taken, a slightly larger request leaves the size unchanged and the size moves with
+    the context held before the first snapshot (a wider band); elsewhere the request
+    sets it. Scanned across the switch, utilization 0.955 to 0.995."""
+    capped = ServeSettings(total_gpu_bytes=H100, gpu_memory_utilization=0.5, vllm_version="0.34")
+    (c,) = estimate_memory_budget(_llama(), capped)
+    request_band = c.kv_cache_bytes_high - c.kv_cache_bytes
+    seen = set()
+    for step in range(41):
+        utilization = 0.955 + step / 1000
+        (a,) = estimate_memory_budget(
+            _llama(),
+            ServeSettings(
+                total_gpu_bytes=H100, gpu_memory_utilization=utilization, vllm_version="0.34"
+            ),
+        )
+        more = utilization + 2**20 / H100  # one MiB more requested
+        (b,) = estimate_memory_budget(
+            _llama(),
+            ServeSettings(total_gpu_bytes=H100, gpu_memory_utilization=more, vllm_version="0.34"),
+        )
+        device_bound = a.kv_cache_bytes == b.kv_cache_bytes
+        seen.add(device_bound)
+        band = a.kv_cache_bytes_high - a.kv_cache_bytes
+        assert (band > request_band) is device_bound, utilization
+    assert seen == {False, True}

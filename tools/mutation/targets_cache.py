@@ -106,6 +106,7 @@ _WEIGHT_MODULES = (
 # each release's source, the public start-up logs (tests/data/memory_logs) and the CLI
 _PROFILE_TESTS = (
     "tests/test_memory_release_sources.py",  # each record against its release's source
+    "tests/test_memory_profile_mutants.py",  # 0.34's sizing, the graphs captured
     "tests/test_memory_releases.py",
     "tests/test_memory_release_flags.py",
     "tests/test_memory_budget.py",
