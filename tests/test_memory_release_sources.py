@@ -223,3 +223,28 @@ def test_the_v0_refusal_reads_in_one_line() -> None:
             memory_profile_rules(bad, field="vllm")
         assert refused.value.field == "vllm"
         assert not isinstance(refused.value, V0EngineError)
+
+
+@pytest.mark.parametrize("fact", SOURCES, ids=_ids)
+def test_cuda_graph_subtracted_by_version_reads_the_envs_default(fact: dict[str, Any]) -> None:
+    from kvpure.memory_profile.estimate import cuda_graph_subtracted
+
+    version = parse_version(fact["release"])
+    assert cuda_graph_subtracted(version) is (fact["estimate_cudagraphs_default"] == "1")
+
+
+def test_the_fitted_releases_are_those_of_the_fit_split() -> None:
+    """The estimate names the releases it answers for (the records' range) and those its
+    coefficients were fitted on: the ``fit`` split of the public logs."""
+    from kvpure.memory_profile.estimate import FITTED_VERSIONS
+    from kvpure.memory_profile.profile_logs import load_profile_logs
+
+    fit = [g for g in load_profile_logs(DATA.parents[1] / "memory_logs") if g.split == "fit"]
+    minors = sorted(int(g.vllm_version.split(".")[1]) for g in fit)
+    boards = sorted({b for g in fit for b in ("H100", "A100") if b in g.gpu})
+    first, last = MEMORY_PROFILE_RULES[0].first, MEMORY_PROFILE_RULES[-1].last
+    assert FITTED_VERSIONS.startswith(
+        f"0.{first[1]}-0.{last[1]} (fitted on vLLM 0.{minors[0]}-0.{minors[-1]} "
+        f"{' and '.join(reversed(boards))} logs; "
+    )
+    assert len(fit) == sum("H100" in g.gpu or "A100" in g.gpu for g in fit)

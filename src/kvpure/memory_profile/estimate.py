@@ -69,8 +69,8 @@ __all__ = [
 ]
 
 FITTED_VERSIONS: Final = (
-    "0.10-0.34 (fitted on vLLM 0.11-0.19 H100 logs; docs/memory-profile.md gives the error "
-    "per release and GPU)"
+    "0.10-0.34 (fitted on vLLM 0.10-0.19 H100 and A100 logs; docs/memory-profile.md gives "
+    "the error per release and GPU)"
 )
 
 
