@@ -12,7 +12,9 @@ import math
 from pathlib import Path
 
 from kvpure.memory_profile.budget import MemoryBudget, ServeSettings, estimate_memory_budget
+from kvpure.memory_profile.releases import memory_profile_rules
 from kvpure.memory_profile.sharding import Parallelism
+from kvpure.memory_profile.terms import MemoryTerm
 from kvpure.models.config import HFConfig, parse_model_config
 
 GIB = 1 << 30
@@ -140,3 +142,82 @@ def test_0_34_band_widens_exactly_where_the_device_bounds_the_size() -> None:
         band = a.kv_cache_bytes_high - a.kv_cache_bytes
         assert (band > request_band) is device_bound, utilization
     assert seen == {False, True}
+
+
+def _terms() -> tuple[MemoryTerm, MemoryTerm, MemoryTerm, MemoryTerm]:
+    def est(gib: float) -> MemoryTerm:
+        return MemoryTerm(bytes=round(gib * GIB), exact=False, error_bytes=round(0.1 * GIB))
+
+    return MemoryTerm(bytes=15 * GIB, exact=True), est(2.0), est(0.25), est(0.5)
+
+
+def test_extensible_size_defaults_to_one_gpu_and_marks_the_context_estimated() -> None:
+    """``extensible_kv_cache_bytes`` without ``tp`` sizes one GPU: the context held before
+    the first snapshot is the single-GPU figure (78.68 GiB initial free of 79.19 on one
+    H100), an estimate from the logs, not a figure any file states."""
+    from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
+
+    rules = memory_profile_rules("0.34")
+    weights, activation, non_torch, graph = _terms()
+    default = extensible_kv_cache_bytes(
+        rules,
+        total_bytes=H100,
+        requested_bytes=H100,
+        weights=weights,
+        activation=activation,
+        non_torch=non_torch,
+        cuda_graph=graph,
+        rocm=False,
+    )
+    one = extensible_kv_cache_bytes(
+        rules,
+        total_bytes=H100,
+        requested_bytes=H100,
+        weights=weights,
+        activation=activation,
+        non_torch=non_torch,
+        cuda_graph=graph,
+        rocm=False,
+        tp=1,
+    )
+    assert default == one
+    *_, context = default.terms
+    assert context not in (weights, activation, non_torch, graph)
+    assert context.exact is False
+    init_free = H100 - context.bytes
+    assert abs(init_free - 78.68 * GIB) <= 0.02 * GIB
+
+
+def test_at_the_switch_itself_the_device_side_is_reached() -> None:
+    """Where ``requested - non_kv_used == headroom - margin`` exactly, both sides of
+    vLLM 0.34's ``min`` agree, and any more context held before the snapshot lowers the
+    size: the context's spread counts, as on the device's side."""
+    from kvpure.memory_profile.extensible import extensible_kv_cache_bytes
+
+    rules = memory_profile_rules("0.34")
+    weights, activation, non_torch, graph = _terms()
+
+    def size(requested: int) -> tuple[int, int]:
+        got = extensible_kv_cache_bytes(
+            rules,
+            total_bytes=H100,
+            requested_bytes=requested,
+            weights=weights,
+            activation=activation,
+            non_torch=non_torch,
+            cuda_graph=graph,
+            rocm=False,
+        )
+        return got.kv_cache_bytes, len(got.terms)
+
+    # find the switch: the least request whose size no longer grows with it
+    low, high = H100 // 2, H100
+    while high - low > 1:
+        mid = (low + high) // 2
+        if size(mid)[0] == size(mid + 1)[0]:
+            high = mid
+        else:
+            low = mid
+    assert size(high)[0] == size(high + 1)[0] != size(high - 1)[0]
+    assert size(high)[1] == size(high + 1)[1] == 5  # the context term counts from here
+    assert size(high - 1)[1] == 4
