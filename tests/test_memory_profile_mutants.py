@@ -221,3 +221,85 @@ def test_at_the_switch_itself_the_device_side_is_reached() -> None:
     assert size(high)[0] == size(high + 1)[0] != size(high - 1)[0]
     assert size(high)[1] == size(high + 1)[1] == 5  # the context term counts from here
     assert size(high - 1)[1] == 4
+
+
+def test_only_a_model_with_routed_experts_holds_fused_moe_caches() -> None:
+    """The fused-MoE caches belong to ``FusedMoE`` layers (vllm 0.26.0
+    ``model_executor/layers/fused_moe/layer.py``), which a model builds only with routed
+    experts and a top-k: a shape with either at zero holds none."""
+    from kvpure.memory_profile.estimate import moe_workspace_gib
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    def shape(experts: int, top_k: int) -> ModelShape:
+        return ModelShape(
+            vocab_size=32000,
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_experts=experts,
+            num_experts_per_tok=top_k,
+            moe_intermediate_size=1408,
+        )
+
+    assert moe_workspace_gib(8192, shape(0, 8), 1) == 0.0
+    assert moe_workspace_gib(8192, shape(64, 0), 1) == 0.0
+    # with both: tokens x top_k x (3 x moe_intermediate / TP + hidden) x 2 bytes
+    got = moe_workspace_gib(8192, shape(64, 6), 2)
+    assert got == 8192 * 6 * (3 * 1408 / 2 + 4096) * 2 / GIB
+
+
+def test_the_estimates_defaults_are_a_bf16_v1_run_on_one_hopper_stage() -> None:
+    """The public functions' defaults: a 16-bit model on the V1 runner with PyTorch's
+    sampler (``activation_gib``), 1024 sequences and vLLM's default batch
+    (``cuda_graph_gib``), one pipeline stage and an H100 (``non_torch_band_gib``)."""
+    from kvpure.memory_profile.estimate import (
+        COEFFICIENTS,
+        activation_gib,
+        cuda_graph_gib,
+        non_torch_band_gib,
+        non_torch_gib,
+    )
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    moe = ModelShape(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=48,
+        num_experts=128,
+        num_experts_per_tok=8,
+        moe_intermediate_size=768,
+    )
+    for release in ("0.11.0", "0.19.0", "0.26", "0.34"):
+        rules = memory_profile_rules(release)
+        assert activation_gib(
+            COEFFICIENTS,
+            moe,
+            max_num_batched_tokens=8192,
+            max_num_seqs=256,
+            tp=1,
+            last_stage=True,
+            rules=rules,
+        ) == activation_gib(
+            COEFFICIENTS,
+            moe,
+            last_stage=True,
+            rules=rules,
+            dtype_bytes=2,
+            quantization="none",
+            flashinfer_sampler=False,
+            model_runner_v2=False,
+            max_num_batched_tokens=8192,
+            max_num_seqs=256,
+            tp=1,
+        )
+        for tp in (2, 8):
+            assert non_torch_band_gib(COEFFICIENTS, tp=tp, rules=rules) == non_torch_band_gib(
+                COEFFICIENTS, tp=tp, pp=1, rules=rules, capability=(9, 0)
+            )
+            assert non_torch_gib(COEFFICIENTS, tp=tp, pp=1, rules=rules) == non_torch_gib(
+                COEFFICIENTS, tp=tp, pp=1, rules=rules, capability=(9, 0)
+            )
+    assert cuda_graph_gib(COEFFICIENTS, moe, pp=1) == cuda_graph_gib(
+        COEFFICIENTS, moe, pp=1, max_num_seqs=1024, max_num_batched_tokens=8192
+    )
