@@ -303,3 +303,31 @@ def test_the_estimates_defaults_are_a_bf16_v1_run_on_one_hopper_stage() -> None:
     assert cuda_graph_gib(COEFFICIENTS, moe, pp=1) == cuda_graph_gib(
         COEFFICIENTS, moe, pp=1, max_num_seqs=1024, max_num_batched_tokens=8192
     )
+
+
+def test_model_runner_v2s_sampler_peak_is_the_logits_in_the_models_dtype() -> None:
+    """Model Runner V2's profile run (vllm 0.27.0 ``v1/worker/gpu/model_runner.py``
+    lines 719-727 and ``_dummy_sampler_run``, 683-694) computes ``compute_logits`` over
+    ``max_num_seqs`` rows, one ``[max_num_seqs, vocab]`` tensor in the model's dtype, and
+    samples without a float32 copy: where the forward pass is small, that tensor is the
+    peak."""
+    from kvpure.memory_profile.estimate import COEFFICIENTS, activation_gib
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    shape = ModelShape(
+        vocab_size=151936, hidden_size=1024, intermediate_size=1024, num_hidden_layers=28
+    )
+    rules = memory_profile_rules("0.29")
+    for seqs, dtype_bytes in ((1024, 2), (512, 4), (256, 1)):
+        got = activation_gib(
+            COEFFICIENTS,
+            shape,
+            max_num_batched_tokens=256,
+            max_num_seqs=seqs,
+            tp=1,
+            last_stage=True,
+            rules=rules,
+            dtype_bytes=dtype_bytes,
+            model_runner_v2=True,
+        )
+        assert math.isclose(got, seqs * 151936 * dtype_bytes / GIB, rel_tol=1e-12)
