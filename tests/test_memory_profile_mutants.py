@@ -331,3 +331,30 @@ def test_model_runner_v2s_sampler_peak_is_the_logits_in_the_models_dtype() -> No
             model_runner_v2=True,
         )
         assert math.isclose(got, seqs * 151936 * dtype_bytes / GIB, rel_tol=1e-12)
+
+
+def _vllm_pp_partitions(num_hidden_layers: int, pp_size: int) -> list[int]:
+    """vllm 0.26.0 ``distributed/utils.py`` ``get_pp_indices`` (lines 156-161), without
+    ``VLLM_PP_LAYER_PARTITION``: the remainder goes to the stages before the last."""
+    partitions = [num_hidden_layers // pp_size for _ in range(pp_size)]
+    if remaining := num_hidden_layers % pp_size:
+        for i in range(2, remaining + 2):
+            partitions[-i] += 1
+    return partitions
+
+
+def test_the_graphs_scale_with_the_largest_pipeline_stage() -> None:
+    from kvpure.memory_profile.estimate import stage_layers
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    for layers in (1, 2, 3, 7, 26, 32, 61, 80, 94):
+        for pp in (1, 2, 3, 4, 8):
+            if pp > layers:
+                continue  # vLLM leaves a stage without layers
+            shape = ModelShape(
+                vocab_size=32000,
+                hidden_size=4096,
+                intermediate_size=14336,
+                num_hidden_layers=layers,
+            )
+            assert stage_layers(shape, pp) == max(_vllm_pp_partitions(layers, pp)), (layers, pp)
