@@ -358,3 +358,38 @@ def test_the_graphs_scale_with_the_largest_pipeline_stage() -> None:
                 num_hidden_layers=layers,
             )
             assert stage_layers(shape, pp) == max(_vllm_pp_partitions(layers, pp)), (layers, pp)
+
+
+def test_before_0_14_the_fused_moe_caches_still_peak_inside_the_forward_pass() -> None:
+    """vllm 0.13.0 ``fused_moe/unquantized_fused_moe_method.py``: ``fused_experts``
+    allocates its intermediate caches inside each MoE layer's call and frees them after:
+    they are gone when the sampler runs, but live at the forward pass's peak. With few
+    sequences (a small sampler) the forward pass with them is the peak, as in 0.14, whose
+    persistent workspace holds the same caches."""
+    from kvpure.memory_profile.estimate import COEFFICIENTS, activation_gib, moe_workspace_gib
+    from kvpure.memory_profile.profile_logs import ModelShape
+
+    shape = ModelShape(
+        vocab_size=151936,
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=48,
+        num_experts=128,
+        num_experts_per_tok=8,
+        moe_intermediate_size=768,
+    )
+
+    def peak(release: str, seqs: int) -> float:
+        return activation_gib(
+            COEFFICIENTS,
+            shape,
+            max_num_batched_tokens=8192,
+            max_num_seqs=seqs,
+            tp=1,
+            last_stage=True,
+            rules=memory_profile_rules(release),
+        )
+
+    caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
+    assert caches > 0
+    assert peak("0.13.0", 1) == peak("0.14.0", 1)
