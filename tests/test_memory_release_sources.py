@@ -248,3 +248,11 @@ def test_the_fitted_releases_are_those_of_the_fit_split() -> None:
         f"{' and '.join(reversed(boards))} logs; "
     )
     assert len(fit) == sum("H100" in g.gpu or "A100" in g.gpu for g in fit)
+
+
+def test_refusals_name_vllm_version_by_default() -> None:
+    for call in (parse_version, memory_profile_rules):
+        for bad in ("abc", "0.9", "0.40"):
+            with pytest.raises(InvalidFieldError) as info:
+                call(bad)
+            assert info.value.field == "vllm_version"
