@@ -393,3 +393,16 @@ def test_before_0_14_the_fused_moe_caches_still_peak_inside_the_forward_pass() -
     caches = COEFFICIENTS.moe_factor * moe_workspace_gib(8192, shape, 1)
     assert caches > 0
     assert peak("0.13.0", 1) == peak("0.14.0", 1)
+
+
+def test_an_exact_term_has_no_band_and_names_its_fields_in_json() -> None:
+    """A term read from a file (safetensors headers, ``--enforce-eager``'s absent graphs) is
+    exact: no band. ``MemoryTerm.to_json`` gives the documented keys."""
+    exact = MemoryTerm(bytes=15 * GIB, exact=True)
+    assert exact.error_bytes == 0
+    assert exact.to_json() == {"bytes": 15 * GIB, "exact": True, "error_bytes": 0}
+    estimated = MemoryTerm(bytes=GIB, exact=False, error_bytes=7)
+    assert estimated.to_json() == {"bytes": GIB, "exact": False, "error_bytes": 7}
+    eager = ServeSettings(total_gpu_bytes=H100, vllm_version="0.21", enforce_eager=True)
+    (b,) = estimate_memory_budget(_llama(), eager)
+    assert (b.cuda_graph.bytes, b.cuda_graph.exact, b.cuda_graph.error_bytes) == (0, True, 0)
