@@ -406,3 +406,31 @@ def test_an_exact_term_has_no_band_and_names_its_fields_in_json() -> None:
     eager = ServeSettings(total_gpu_bytes=H100, vllm_version="0.21", enforce_eager=True)
     (b,) = estimate_memory_budget(_llama(), eager)
     assert (b.cuda_graph.bytes, b.cuda_graph.exact, b.cuda_graph.error_bytes) == (0, True, 0)
+
+
+def test_the_non_torch_band_widens_exactly_where_its_figure_is_not_an_nvlink_h100_log() -> None:
+    """NCCL's state was logged over H100 NVLink at TP 2 (0.55 GiB, vLLM 0.11): where the
+    figure comes from elsewhere (two A100 TP 2 logs off Hopper and Blackwell, one TP 8
+    NVSwitch node), the band is widened by the unlogged margin; nowhere else."""
+    from kvpure.memory_profile.estimate import (
+        COEFFICIENTS,
+        NCCL_TP8_NVSWITCH_GIB,
+        NCCL_UNLOGGED_BAND_GIB,
+        NCCL_WITHOUT_NVLS_GIB,
+        non_torch_band_gib,
+        non_torch_gib,
+    )
+
+    for release in ("0.11.0", "0.17.0", "0.19.0", "0.21", "0.23", "0.34"):
+        rules = memory_profile_rules(release)
+        for tp, pp in ((1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (8, 1), (8, 2)):
+            for capability in ((8, 0), (8, 9), (9, 0), (10, 0), (10, 3), (12, 0)):
+                figure = non_torch_gib(
+                    COEFFICIENTS, tp=tp, pp=pp, rules=rules, capability=capability
+                )
+                band = non_torch_band_gib(
+                    COEFFICIENTS, tp=tp, pp=pp, rules=rules, capability=capability
+                )
+                elsewhere = figure in (NCCL_WITHOUT_NVLS_GIB, NCCL_TP8_NVSWITCH_GIB)
+                extra = NCCL_UNLOGGED_BAND_GIB if elsewhere else 0.0
+                assert band == COEFFICIENTS.non_torch_band + extra, (release, tp, pp, capability)
