@@ -101,7 +101,7 @@ def test_the_graphs_counted_are_those_vllm_captures() -> None:
     from kvpure.memory_profile.estimate import cudagraph_count
 
     grid = (1, 2, 3, 4, 5, 7, 8, 16, 100, 127, 128, 200, 255, 256, 257, 300, 512, 1024)
-    tokens = (8, 24, 100, 250, 255, 256, 260, 300, 500, 512, 513, 2048, 8192)
+    tokens = (1, 2, 3, 4, 8, 24, 100, 250, 255, 256, 260, 300, 500, 512, 513, 2048, 8192)
     for max_num_seqs in grid:
         for max_num_batched_tokens in tokens:
             if max_num_batched_tokens < max_num_seqs:
