@@ -11,6 +11,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from kvpure.memory_profile.budget import MemoryBudget, ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.releases import memory_profile_rules
 from kvpure.memory_profile.sharding import Parallelism
@@ -434,3 +436,15 @@ def test_the_non_torch_band_widens_exactly_where_its_figure_is_not_an_nvlink_h10
                 elsewhere = figure in (NCCL_WITHOUT_NVLS_GIB, NCCL_TP8_NVSWITCH_GIB)
                 extra = NCCL_UNLOGGED_BAND_GIB if elsewhere else 0.0
                 assert band == COEFFICIENTS.non_torch_band + extra, (release, tp, pp, capability)
+
+
+def test_an_unmodelled_hybrid_is_refused_by_the_model_field() -> None:
+    from kvpure.memory_profile.unmodelled import UnmodelledMemoryError
+
+    data = Path(__file__).resolve().parent / "data" / "model_configs" / "qwen3_next_80b_a3b.json"
+    config = parse_model_config(json.loads(data.read_text()))
+    with pytest.raises(UnmodelledMemoryError) as info:
+        estimate_memory_budget(config, ServeSettings(total_gpu_bytes=H100))
+    assert info.value.field == "model"
+    assert info.value.value == "Qwen3NextForCausalLM"
+    assert str(info.value).startswith("model Qwen3NextForCausalLM: its gated delta net layers'")
