@@ -15,6 +15,7 @@ import pytest
 
 from kvpure.memory_profile.budget import MemoryBudget, ServeSettings, estimate_memory_budget
 from kvpure.memory_profile.releases import memory_profile_rules
+from kvpure.memory_profile.render import render_vllm_log
 from kvpure.memory_profile.sharding import Parallelism
 from kvpure.memory_profile.terms import MemoryTerm
 from kvpure.models.config import HFConfig, parse_model_config
@@ -408,6 +409,10 @@ def test_an_exact_term_has_no_band_and_names_its_fields_in_json() -> None:
     eager = ServeSettings(total_gpu_bytes=H100, vllm_version="0.21", enforce_eager=True)
     (b,) = estimate_memory_budget(_llama(), eager)
     assert (b.cuda_graph.bytes, b.cuda_graph.exact, b.cuda_graph.error_bytes) == (0, True, 0)
+    # and the log's words mark it so
+    log = render_vllm_log(b)
+    assert "Estimated CUDA graph memory: 0.0 GiB total (exact; --enforce-eager" in log
+    assert "GiB (estimated, +/- 0.18 GiB)\nnon-torch forward" in log  # the activation band
 
 
 def test_the_non_torch_band_widens_exactly_where_its_figure_is_not_an_nvlink_h100_log() -> None:
