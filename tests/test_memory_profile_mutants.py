@@ -413,6 +413,17 @@ def test_an_exact_term_has_no_band_and_names_its_fields_in_json() -> None:
     log = render_vllm_log(b)
     assert "Estimated CUDA graph memory: 0.0 GiB total (exact; --enforce-eager" in log
     assert "GiB (estimated, +/- 0.18 GiB)\nnon-torch forward" in log  # the activation band
+    # the graph estimate's fate per release: 0.19 logs it only (envs.py default "0"), 0.21
+    # subtracts it, 0.26 runs Llama on Model Runner V2, whose estimate is 0 before 0.29
+    for release, note in (
+        ("0.19.0", "not subtracted before vLLM 0.20"),
+        ("0.21", "subtracted"),
+        ("0.26", "not subtracted: Model Runner V2 estimates none before vLLM 0.29"),
+    ):
+        (g,) = estimate_memory_budget(
+            _llama(), ServeSettings(total_gpu_bytes=H100, vllm_version=release)
+        )
+        assert "GiB total (estimated, +/- 0.22 GiB; " + note + ")\n" in render_vllm_log(g)
 
 
 def test_the_non_torch_band_widens_exactly_where_its_figure_is_not_an_nvlink_h100_log() -> None:
