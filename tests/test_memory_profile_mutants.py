@@ -464,3 +464,22 @@ def test_an_unmodelled_hybrid_is_refused_by_the_model_field() -> None:
     assert info.value.field == "model"
     assert info.value.value == "Qwen3NextForCausalLM"
     assert str(info.value).startswith("model Qwen3NextForCausalLM: its gated delta net layers'")
+
+
+def test_from_0_27_the_log_states_the_non_kv_total_vllm_subtracts() -> None:
+    """vllm 0.27.0 ``v1/worker/gpu_worker.py`` lines 544-548: ``available =
+    requested_memory - non_kv_cache_memory - cudagraph_memory_estimate_applied``, and
+    ``utils/mem_utils.py`` line 223 logs "Total non KV cache memory: X GiB"; before 0.27
+    the profile logs no such total."""
+    from kvpure.errors import format_gib
+
+    gemma = parse_model_config(json.loads((EXAMPLES / "gemma3_12b.json").read_text()))
+    for release, logged in (("0.26", False), ("0.27", True), ("0.33", True)):
+        settings = ServeSettings(total_gpu_bytes=H100, vllm_version=release)
+        for config in (_llama(), gemma):
+            (b,) = estimate_memory_budget(config, settings)
+            applied = b.cuda_graph_bytes if b.cuda_graph_subtracted else 0
+            non_kv = b.requested_bytes - b.kv_cache_bytes - applied
+            line = f"Total non KV cache memory: {format_gib(non_kv)}GiB\n"
+            assert (line in render_vllm_log(b)) is logged, release
+            assert ("Total non KV cache memory" in render_vllm_log(b)) is logged, release
