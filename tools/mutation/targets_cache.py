@@ -102,6 +102,19 @@ _WEIGHT_MODULES = (
     "whisper_tensors",
 )
 
+# round 6 (mut7): vLLM's start-up memory profile, release by release: the rules read in
+# each release's source, the public start-up logs (tests/data/memory_logs) and the CLI
+_PROFILE_TESTS = (
+    "tests/test_memory_release_sources.py",  # each record against its release's source
+    "tests/test_memory_profile_mutants.py",  # 0.34's sizing, the graphs captured
+    "tests/test_memory_releases.py",
+    "tests/test_memory_release_flags.py",
+    "tests/test_memory_budget.py",
+    "tests/test_memory_logs.py",
+    "tests/test_plan_release_line.py",
+)
+_PROFILE_MODULES = ("releases", "extensible", "estimate", "terms", "unmodelled", "render")
+
 CACHE_TARGETS: dict[str, tuple[str, ...]] = {
     # the Python loops are the reference the C loops stand in for: the random-state and
     # random-trace comparisons switch the C loops off, and the goldens replay on both
@@ -159,5 +172,7 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
         ),
     ),
     "kvpure/memory_profile/safetensors_header.py": _SAFETENSORS_TESTS,
+    # round 6 (mut7): the per-release rules, 0.34's extensible cache and the estimate
+    **{f"kvpure/memory_profile/{name}.py": _PROFILE_TESTS for name in _PROFILE_MODULES},
     **{f"kvpure/memory_profile/{name}.py": _WEIGHTS_TESTS for name in _WEIGHT_MODULES},
 }

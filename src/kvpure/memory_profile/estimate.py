@@ -72,8 +72,8 @@ __all__ = [
 ]
 
 FITTED_VERSIONS: Final = (
-    "0.10-0.34 (fitted on vLLM 0.11-0.19 H100 logs; docs/memory-profile.md gives the error "
-    "per release and GPU)"
+    "0.10-0.34 (fitted on vLLM 0.10-0.19 H100 and A100 logs; docs/memory-profile.md gives "
+    "the error per release and GPU)"
 )
 
 
@@ -184,12 +184,15 @@ def cudagraph_count(max_num_seqs: int, max_num_batched_tokens: int | None = None
     """The graphs vLLM's default ``FULL_AND_PIECEWISE`` mode captures (0.26 ``config/vllm.py``).
 
     Piecewise sizes ``[1, 2, 4] + range(8, 256, 8) + range(256, largest + 1, 16)`` up to
-    ``largest = min(2 x max_num_seqs, 512, max_num_batched_tokens)``, and full decode
-    graphs for the sizes up to ``max_num_seqs`` (logged as "Profiling CUDA graph memory:
-    PIECEWISE=7 (largest=32), FULL=5 (largest=16)" with 16 sequences).
+    ``largest = min(2 x max_num_seqs, 512, max_num_batched_tokens)``, plus
+    ``max_num_batched_tokens`` itself when it is ``largest`` (lines 1836-1841), and full
+    decode graphs for the sizes up to ``max_num_seqs`` (logged as "Profiling CUDA graph
+    memory: PIECEWISE=7 (largest=32), FULL=5 (largest=16)" with 16 sequences).
     """
     largest = min(2 * max_num_seqs, 512, max_num_batched_tokens or 512)
     sizes = [n for n in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if n <= largest]
+    if largest == max_num_batched_tokens and largest not in sizes:
+        sizes.append(largest)  # "ensure max_num_tokens is captured if within max capture size"
     return len(sizes) + len([n for n in sizes if n <= max_num_seqs])
 
 
