@@ -429,12 +429,15 @@ def test_an_exact_term_has_no_band_and_names_its_fields_in_json() -> None:
 def test_the_non_torch_band_widens_exactly_where_its_figure_is_not_an_nvlink_h100_log() -> None:
     """NCCL's state was logged over H100 NVLink at TP 2 (0.55 GiB, vLLM 0.11): where the
     figure comes from elsewhere (two A100 TP 2 logs off Hopper and Blackwell, one TP 8
-    NVSwitch node), the band is widened by the unlogged margin; nowhere else."""
+    NVSwitch node), the band is widened by the unlogged margin; with more than two GPUs
+    on boards without NVLink, by the PCIe margin; nowhere else."""
     from kvpure.memory_profile.estimate import (
         COEFFICIENTS,
+        NCCL_PCIE_MULTI_BAND_GIB,
         NCCL_TP8_NVSWITCH_GIB,
         NCCL_UNLOGGED_BAND_GIB,
         NCCL_WITHOUT_NVLS_GIB,
+        PCIE_ONLY_CAPABILITIES,
         non_torch_band_gib,
         non_torch_gib,
     )
@@ -451,6 +454,11 @@ def test_the_non_torch_band_widens_exactly_where_its_figure_is_not_an_nvlink_h10
                 )
                 elsewhere = figure in (NCCL_WITHOUT_NVLS_GIB, NCCL_TP8_NVSWITCH_GIB)
                 extra = NCCL_UNLOGGED_BAND_GIB if elsewhere else 0.0
+                if tp > 2 and capability in PCIE_ONLY_CAPABILITIES:
+                    # vLLM's custom all-reduce is off beyond two PCIe-only GPUs ("not
+                    # supported on more than two PCIe-only GPUs", custom_all_reduce.py):
+                    # NCCL carries it all, a band of its own (one TP 4 log)
+                    extra = NCCL_PCIE_MULTI_BAND_GIB
                 assert band == COEFFICIENTS.non_torch_band + extra, (release, tp, pp, capability)
 
 
