@@ -1,0 +1,102 @@
+"""``BlockPool``'s construction as vLLM's: its defaults, the smallest pool, typed refusals.
+
+Expected values are read from vLLM's ``vllm/v1/core/block_pool.py`` (0.26.0 lines 162-170,
+0.34.0 lines 129-139: ``enable_kv_cache_events: bool = False``,
+``num_hash_lookahead_tokens: int = 0``, ``assert ... num_gpu_blocks > 0``, and
+``get_usage``'s ``if not total_gpu_blocks: return 0``), and from vLLM 0.26's own pool run on
+CPU: ``BlockPool(1, True, 4, True)`` has 0 free blocks, a usage of 0, resets its prefix
+cache (True) and publishes ``[AllBlocksCleared()]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvpure.cache.block_pool import BlockPool
+from kvpure.cache.events import AllBlocksCleared, BlockStored
+from kvpure.cache.request import CacheRequest
+from kvpure.errors import InvalidFieldError
+from kvpure.hashing import VLLM_0_34, HashRequest, HashScheme
+
+
+def _request(block_size: int) -> CacheRequest:
+    scheme = HashScheme.from_seed(
+        algorithm="sha256", block_size=block_size, seed="0", profile=VLLM_0_34
+    )
+    return CacheRequest(
+        request_id="r", hash_request=HashRequest(prompt_token_ids=tuple(range(9))), scheme=scheme
+    )
+
+
+def test_events_are_off_unless_asked_for() -> None:
+    """vLLM's ``enable_kv_cache_events`` defaults to False: caching publishes nothing."""
+    pool = BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=4, profile=VLLM_0_34)
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(_request(4), blocks, 0, 2, 4, 0)
+    assert pool.num_cached_hashes == 2
+    assert pool.take_events() == []
+    assert pool.reset_prefix_cache() is False  # two blocks held
+    pool.free_blocks(blocks)
+    assert pool.reset_prefix_cache() is True
+    assert pool.take_events() == []
+
+
+def test_lookahead_is_off_unless_asked_for() -> None:
+    """vLLM 0.34's ``num_hash_lookahead_tokens`` defaults to 0: a BlockStored names no
+    lookahead tokens (None, as the 0.33 and 0.34 block-pool goldens publish it)."""
+    pool = BlockPool(
+        num_gpu_blocks=8,
+        enable_caching=True,
+        hash_block_size=4,
+        enable_kv_cache_events=True,
+        profile=VLLM_0_34,
+    )
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(_request(4), blocks, 0, 2, 4, 0)
+    (event,) = pool.take_events()
+    assert isinstance(event, BlockStored)
+    assert event.lookahead_token_ids is None
+    assert list(event.token_ids) == list(range(8))
+
+
+def test_a_pool_of_one_block_is_vllms() -> None:
+    """One block is the null block alone: vLLM accepts it (``num_gpu_blocks > 0``)."""
+    pool = BlockPool(
+        num_gpu_blocks=1, enable_caching=True, hash_block_size=4, enable_kv_cache_events=True
+    )
+    assert pool.get_num_free_blocks() == 0
+    assert pool.get_usage() == 0
+    assert pool.reset_prefix_cache() is True
+    assert pool.take_events() == [AllBlocksCleared()]
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2**32 + 1])
+def test_a_hash_block_size_out_of_range_is_a_typed_error(bad: Any) -> None:
+    with pytest.raises(InvalidFieldError) as info:
+        BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=bad)
+    assert info.value.field == "hash_block_size"
+
+
+def test_the_null_block_never_joins_the_free_queue() -> None:
+    """vLLM 0.26's pool run on CPU: ``BlockPool(4, True, 4, True)``, its null block (id 0,
+    ``is_null``) touched then freed twice: ref counts 1, 0, -1, the free queue [1, 2, 3]
+    throughout (touch takes a free block off the queue, free puts a block back, but
+    neither for the null block), 3 free, usage 0.0."""
+    pool = BlockPool(
+        num_gpu_blocks=4, enable_caching=True, hash_block_size=4, enable_kv_cache_events=True
+    )
+    null = pool.null_block
+    assert (null.block_id, null.is_null, null.ref_cnt) == (0, True, 0)
+    pool.touch([null])
+    assert null.ref_cnt == 1
+    assert pool.free_block_queue.free_block_ids() == (1, 2, 3)
+    pool.free_blocks([null])
+    assert null.ref_cnt == 0
+    assert pool.free_block_queue.free_block_ids() == (1, 2, 3)
+    assert (pool.get_num_free_blocks(), pool.get_usage()) == (3, 0.0)
+    pool.free_blocks([null])
+    assert null.ref_cnt == -1
+    assert pool.free_block_queue.free_block_ids() == (1, 2, 3)
+    assert pool.take_events() == []
