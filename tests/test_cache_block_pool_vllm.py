@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from kvpure.cache import block_pool
 from kvpure.cache.block_pool import BlockPool
+from kvpure.cache.errors import CacheStateError
 from kvpure.cache.events import AllBlocksCleared, BlockStored
 from kvpure.cache.request import CacheRequest
 from kvpure.errors import InvalidFieldError
@@ -100,3 +102,12 @@ def test_the_null_block_never_joins_the_free_queue() -> None:
     assert null.ref_cnt == -1
     assert pool.free_block_queue.free_block_ids() == (1, 2, 3)
     assert pool.take_events() == []
+
+
+def test_the_block_cap_itself_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MAX_NUM_GPU_BLOCKS`` is the most blocks a pool is built with, that count included
+    (the cap is lowered here so as not to build 2**22 blocks)."""
+    monkeypatch.setattr(block_pool, "MAX_NUM_GPU_BLOCKS", 16)
+    assert BlockPool(num_gpu_blocks=16, enable_caching=True, hash_block_size=4).num_gpu_blocks == 16
+    with pytest.raises(CacheStateError, match="from 1 to 16"):
+        BlockPool(num_gpu_blocks=17, enable_caching=True, hash_block_size=4)
