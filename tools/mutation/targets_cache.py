@@ -115,6 +115,7 @@ _BLOCK_POOL_TESTS = (
     "tests/test_cache_oracle_partial_tail.py",
 )
 _REPLAY_TESTS = (
+    "tests/test_cache_replay_edges.py",
     "tests/test_cache_golden.py",
     "tests/test_cache_errors.py",
     "tests/test_cache_limits.py",
