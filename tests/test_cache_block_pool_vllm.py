@@ -111,3 +111,23 @@ def test_the_block_cap_itself_is_allowed(monkeypatch: pytest.MonkeyPatch) -> Non
     assert BlockPool(num_gpu_blocks=16, enable_caching=True, hash_block_size=4).num_gpu_blocks == 16
     with pytest.raises(CacheStateError, match="from 1 to 16"):
         BlockPool(num_gpu_blocks=17, enable_caching=True, hash_block_size=4)
+
+
+def test_caching_no_new_full_block_publishes_nothing() -> None:
+    """vLLM's ``cache_full_blocks`` returns at once when ``num_cached_blocks >=
+    num_full_blocks`` (0.26.0 ``block_pool.py`` line 259): no hash, no BlockStored."""
+    pool = BlockPool(
+        num_gpu_blocks=8,
+        enable_caching=True,
+        hash_block_size=4,
+        enable_kv_cache_events=True,
+        profile=VLLM_0_34,
+    )
+    request = _request(4)
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(request, blocks, 0, 1, 4, 0)
+    assert len(pool.take_events()) == 1
+    pool.cache_full_blocks(request, blocks, 1, 1, 4, 0)
+    pool.cache_full_blocks(request, blocks, 2, 1, 4, 0)
+    assert pool.take_events() == []
+    assert pool.num_cached_hashes == 1
