@@ -139,6 +139,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
         *_EVENTS_TESTS,
         "tests/test_events_accel.py",
     ),
+    # round 6 (mut8): every MessagePack type cut at every byte, checked against msgspec
+    "kvpure/events/scan.py": ("tests/test_events_scan_types.py", *_EVENTS_TESTS),
     **{
         f"kvpure/serve/{name}.py": _SERVE_TESTS
         for name in (
