@@ -86,18 +86,20 @@ def test_malformed_trace_names_the_field(mutate: Any, field: str) -> None:
 
 
 def test_unknown_reused_and_finished_request_ids() -> None:
-    with pytest.raises(UnknownRequestError, match="no request with this id"):
+    with pytest.raises(UnknownRequestError, match="no request with this id") as unknown:
         replay_trace(_with_ops([{"op": "decode", "request_id": "zz", "token_ids": [1]}]))
+    assert unknown.value.reason == "no request with this id has arrived"  # the whole reason
     with pytest.raises(UnknownRequestError, match="never reused") as info:
         replay_trace(_with_ops([ARRIVE, {"op": "finish", "request_id": "a"}, ARRIVE]))
     assert info.value.request_id == "a"
     assert info.value.field == "ops[2].request_id"
-    with pytest.raises(UnknownRequestError, match="already finished"):
+    with pytest.raises(UnknownRequestError, match="already finished") as finished:
         replay_trace(
             _with_ops(
                 [ARRIVE, {"op": "finish", "request_id": "a"}, {"op": "retry", "request_id": "a"}]
             )
         )
+    assert finished.value.reason == "this request has already finished"
 
 
 def test_prompt_and_decode_must_stay_below_max_model_len() -> None:
