@@ -131,3 +131,19 @@ def test_caching_no_new_full_block_publishes_nothing() -> None:
     pool.cache_full_blocks(request, blocks, 2, 1, 4, 0)
     assert pool.take_events() == []
     assert pool.num_cached_hashes == 1
+
+
+@pytest.mark.parametrize("kind", [list, tuple, iter])
+def test_touch_and_free_take_any_iterable(kind: Any) -> None:
+    """vLLM 0.26's ``touch`` (``block_pool.py`` 702-717): a free block with no reference
+    leaves the free queue and gains one; ``free_blocks`` (719-740): it loses it and, having
+    no hash, is prepended to the queue in the given order. kvpure takes any iterable of
+    blocks for both."""
+    pool = BlockPool(num_gpu_blocks=5, enable_caching=True, hash_block_size=4)
+    one, two = pool.blocks[1], pool.blocks[2]
+    pool.touch(kind([two, one]))
+    assert (one.ref_cnt, two.ref_cnt) == (1, 1)
+    assert pool.free_block_queue.free_block_ids() == (3, 4)
+    pool.free_blocks(kind([two, one]))
+    assert (one.ref_cnt, two.ref_cnt) == (0, 0)
+    assert pool.free_block_queue.free_block_ids() == (2, 1, 3, 4)
