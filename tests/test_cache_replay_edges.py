@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kvpure.cache import replay
+from kvpure.cache import replay, replay_trace
 from kvpure.cache.trace_json import parse_trace, render_result
 from kvpure.errors import InvalidFieldError
 from tests.conftest import DATA_DIR
@@ -43,3 +43,16 @@ def test_a_free_queue_limit_of_zero_records_counts_only() -> None:
         assert got["pool"]["num_free_blocks"] == want["pool"]["num_free_blocks"]
         omitted = len(want["pool"]["free_queue"])
         assert got["pool"].get("free_queue_omitted", 0) == omitted
+
+
+def test_034_without_caching_holds_the_largest_int32_token_id() -> None:
+    """0.34's ``Request`` holds token ids in a ``TokenBuffer``, an ``array("i")``
+    (``vllm/v1/token_buffer.py``): 2**31 - 1 fits, in the prompt and decoded."""
+    trace = _golden()["trace"]
+    trace["plan_input"]["vllm_config"]["cache_config"]["enable_prefix_caching"] = False
+    trace["ops"] = [
+        {"op": "arrive", "request_id": "a", "prompt_token_ids": [1, 2**31 - 1, 3]},
+        {"op": "decode", "request_id": "a", "token_ids": [2**31 - 1]},
+    ]
+    result: Any = replay_trace(trace, vllm_version="0.34")  # JSON
+    assert [r["outcome"].get("tokens_appended") for r in result["records"]] == [None, 1]
