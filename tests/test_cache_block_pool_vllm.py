@@ -147,3 +147,31 @@ def test_touch_and_free_take_any_iterable(kind: Any) -> None:
     pool.free_blocks(kind([two, one]))
     assert (one.ref_cnt, two.ref_cnt) == (0, 0)
     assert pool.free_block_queue.free_block_ids() == (2, 1, 3, 4)
+
+
+def test_a_reset_forgets_every_blocks_hash() -> None:
+    """vLLM 0.26's ``reset_prefix_cache`` (``block_pool.py`` 761-795): refused while a
+    block is held; else the map is emptied, every block's hash reset and AllBlocksCleared
+    published. A block with no hash is evicted without a BlockRemoved, and freed again
+    uncached it goes to the queue's head (``free_blocks``)."""
+    pool = BlockPool(
+        num_gpu_blocks=6,
+        enable_caching=True,
+        hash_block_size=4,
+        enable_kv_cache_events=True,
+        profile=VLLM_0_34,
+    )
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(_request(4), blocks, 0, 2, 4, 0)
+    pool.free_blocks(blocks)
+    assert pool.free_block_queue.free_block_ids() == (3, 4, 5, 1, 2)
+    assert pool.reset_prefix_cache() is True
+    assert [type(e).__name__ for e in pool.take_events()] == ["BlockStored", "AllBlocksCleared"]
+    assert all(block.block_hash is None for block in pool.blocks)
+    assert pool.num_cached_hashes == 0
+    taken = pool.get_new_blocks(5)
+    assert [b.block_id for b in taken] == [3, 4, 5, 1, 2]
+    assert pool.take_events() == []
+    pool.free_blocks(taken[3:])
+    pool.free_blocks(taken[:1])
+    assert pool.free_block_queue.free_block_ids() == (3, 1, 2)
