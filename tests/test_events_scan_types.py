@@ -149,3 +149,13 @@ def test_a_reserved_byte_is_malformed_at_its_offset(key: int) -> None:
     error = info.value
     assert error.offset == msgspec_offset == at
     assert (error.event_index, error.event_type, error.field) == (0, "BlockRemoved", f"u{key}")
+
+
+@pytest.mark.parametrize("cut", range(2, 10))
+def test_a_cut_float_says_how_many_of_its_bytes_are_there(cut: int) -> None:
+    """``ts`` is a float64 (``0xcb`` at byte 1, its 8 bytes from byte 2): cut inside them,
+    the reason counts the bytes needed and those left, from where they start."""
+    with pytest.raises(TruncatedEventBatchError) as info:
+        decode_batch(PAYLOAD[:cut])
+    assert info.value.reason == f"a scalar needs 8 bytes, {cut - 2} left"
+    assert (info.value.offset, info.value.field) == (2, "ts")
