@@ -111,6 +111,14 @@ def test_prompt_and_decode_must_stay_below_max_model_len() -> None:
     with pytest.raises(TraceFieldError, match="below max_model_len") as info:
         replay_trace(_with_ops([prompt, decode]))
     assert info.value.field == "ops[1].token_ids"
+    # the bound itself: one token less than max_model_len (32) is allowed, in the prompt
+    # and after a decode
+    last = {"op": "decode", "request_id": "a", "token_ids": [1]}
+    result: Any = replay_trace(_with_ops([prompt, last]))
+    assert result["records"][1]["request"]["num_tokens"] == 31
+    longest = {"op": "arrive", "request_id": "a", "prompt_token_ids": list(range(31))}
+    result = replay_trace(_with_ops([longest]))
+    assert result["records"][0]["request"]["num_tokens"] == 31
 
 
 @pytest.mark.parametrize(

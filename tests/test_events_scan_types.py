@@ -70,6 +70,14 @@ _VALUES: tuple[bytes, ...] = (
     b"\xe0",  # negative fixint
     b"\x90",  # empty array
     b"\x80",  # empty map
+    # the first and last byte of each header family
+    b"\x00",  # positive fixint 0
+    b"\x7f",  # positive fixint 127
+    b"\xff",  # negative fixint -1
+    b"\xa0",  # empty fixstr
+    b"\xbf" + b"s" * 31,  # fixstr of 31 bytes
+    b"\x9f" + bytes(15),  # fixarray of 15
+    b"\x8f" + b"".join(bytes([0xA1, 0x61 + i, i]) for i in range(15)),  # fixmap of 15
 )
 
 
@@ -130,6 +138,8 @@ def test_every_cut_is_truncated_where_it_falls(cut: int) -> None:
         decode_batch(PAYLOAD[:cut])
     batch_field, key = WHERE[cut]
     error = info.value
+    if batch_field == "ts" and cut == 1:  # nothing after the batch's header
+        assert error.reason == "a value needs 1 bytes, 0 left"
     if not key:  # in ts, the events array's header or data_parallel_rank
         assert (error.event_index, error.field) == (None, batch_field)
     elif key != "?":  # in the value of an unknown key ("?": in a key or a known field)
