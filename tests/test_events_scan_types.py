@@ -169,3 +169,15 @@ def test_a_cut_float_says_how_many_of_its_bytes_are_there(cut: int) -> None:
         decode_batch(PAYLOAD[:cut])
     assert info.value.reason == f"a scalar needs 8 bytes, {cut - 2} left"
     assert (info.value.offset, info.value.field) == (2, "ts")
+
+
+def test_a_cut_after_an_empty_key_names_it() -> None:
+    """The field is the map key being read, a string key by its text, even empty."""
+    event = b"\x84\xa4type\xacBlockRemoved\xacblock_hashes\x91\x01\xa6medium\xa3GPU"
+    payload = b"\x93" + msgspec.msgpack.encode(1.5) + b"\x91" + event + b"\xa0\xcf\x00\x00"
+    with pytest.raises(msgspec.DecodeError, match="truncated"):
+        msgspec.msgpack.decode(payload)
+    with pytest.raises(TruncatedEventBatchError) as info:
+        decode_batch(payload)
+    error = info.value
+    assert (error.event_index, error.event_type, error.field) == (0, "BlockRemoved", "")
