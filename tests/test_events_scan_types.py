@@ -181,3 +181,13 @@ def test_a_cut_after_an_empty_key_names_it() -> None:
         decode_batch(payload)
     error = info.value
     assert (error.event_index, error.event_type, error.field) == (0, "BlockRemoved", "")
+
+
+@pytest.mark.parametrize("left", range(3))
+def test_a_cut_string_says_how_many_of_its_bytes_are_there(left: int) -> None:
+    """``medium``'s value ``"GPU"`` (a fixstr: its header, then 3 bytes) cut inside."""
+    start = PAYLOAD.index(b"\xa6medium\xa3GPU") + len(b"\xa6medium\xa3")
+    with pytest.raises(TruncatedEventBatchError) as info:
+        decode_batch(PAYLOAD[: start + left])
+    assert info.value.reason == f"a string needs 3 bytes, {left} left"
+    assert (info.value.offset, info.value.field) == (start, "medium")
