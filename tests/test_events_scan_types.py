@@ -191,3 +191,16 @@ def test_a_cut_string_says_how_many_of_its_bytes_are_there(left: int) -> None:
         decode_batch(PAYLOAD[: start + left])
     assert info.value.reason == f"a string needs 3 bytes, {left} left"
     assert (info.value.offset, info.value.field) == (start, "medium")
+
+
+def test_a_cut_first_key_is_named_by_its_place() -> None:
+    """Cut inside an event's first key: no key has been read, so the field is ``key 0``
+    (a later one is ``key N (after <the key before>)``)."""
+    start = PAYLOAD.index(b"\xa4type")
+    with pytest.raises(TruncatedEventBatchError) as info:
+        decode_batch(PAYLOAD[: start + 2])
+    assert (info.value.event_index, info.value.field) == (0, "key 0")
+    after = PAYLOAD.index(b"\xacblock_hashes")
+    with pytest.raises(TruncatedEventBatchError) as info:
+        decode_batch(PAYLOAD[: after + 2])
+    assert (info.value.event_index, info.value.field) == (0, "key 1 (after type)")
