@@ -204,3 +204,13 @@ def test_a_cut_first_key_is_named_by_its_place() -> None:
     with pytest.raises(TruncatedEventBatchError) as info:
         decode_batch(PAYLOAD[: after + 2])
     assert (info.value.event_index, info.value.field) == (0, "key 1 (after type)")
+
+
+def test_bytes_after_the_batch_are_counted_where_msgspec_finds_them() -> None:
+    broken = PAYLOAD + b"\x00\x01"
+    with pytest.raises(msgspec.DecodeError) as found:
+        msgspec.msgpack.decode(broken)
+    assert f"(byte {len(PAYLOAD)})" in str(found.value)
+    with pytest.raises(MalformedEventBatchError) as info:
+        decode_batch(broken)
+    assert (info.value.reason, info.value.offset) == ("2 bytes after the batch", len(PAYLOAD))
