@@ -24,6 +24,7 @@ import pytest
 
 from kvpure.events import (
     BlockRemoved,
+    EventFieldTypeError,
     KVEventBatch,
     MalformedEventBatchError,
     TruncatedEventBatchError,
@@ -214,3 +215,20 @@ def test_bytes_after_the_batch_are_counted_where_msgspec_finds_them() -> None:
     with pytest.raises(MalformedEventBatchError) as info:
         decode_batch(broken)
     assert (info.value.reason, info.value.offset) == ("2 bytes after the batch", len(PAYLOAD))
+
+
+@pytest.mark.parametrize("rank", [b"", b"\x00"])  # [ts, events] and [ts, events, rank]
+def test_a_wrong_field_type_names_the_events_type(rank: bytes) -> None:
+    """msgspec names the path of a wrong type (``$[1][0].block_hashes``); the event's
+    ``type`` tag is read off the payload."""
+    event = b"\x83\xa4type\xacBlockRemoved\xacblock_hashes\xa1x\xa6medium\xa3GPU"
+    header = b"\x93" if rank else b"\x92"
+    payload = header + msgspec.msgpack.encode(1.5) + b"\x91" + event + rank
+    with pytest.raises(EventFieldTypeError) as info:
+        decode_batch(payload)
+    error = info.value
+    assert (error.event_index, error.event_type, error.field) == (
+        0,
+        "BlockRemoved",
+        "block_hashes",
+    )
