@@ -1,10 +1,12 @@
-"""vLLM's own BlockPool trace (goldens ``block_pool_traces.json``, 0.26.0 and 0.33.0) replayed.
+"""vLLM's own BlockPool trace (goldens ``block_pool_traces.json``, 0.26.0, 0.33.0, 0.34.0) replayed.
 
 The goldens recorded vLLM's ``BlockPool`` step by step: the free queue's order, the
 free count, the cached hashes, every block's ref count, the blocks each call
 returned, and the KV events. kvpure's :class:`kvpure.cache.BlockPool` (over its
 :class:`kvpure.FreeKVCacheBlockQueue`) is driven through the same calls and must
-show the same state after each.
+show the same state after each, and publish the same events, every field the golden
+records (0.33+'s ``lookahead_token_ids`` included: None, as a pool built without
+``num_hash_lookahead_tokens`` publishes them).
 """
 
 from __future__ import annotations
@@ -19,12 +21,20 @@ from kvpure.cache.block_pool import BlockPool
 from kvpure.cache.events import BlockRemoved, BlockStored
 from kvpure.cache.request import CacheRequest
 from kvpure.free_queue import KVCacheBlock
-from kvpure.hashing import VLLM_0_26, VLLM_0_33, HashRequest, HashScheme, VllmHashProfile
-from tests.conftest import GOLDEN_026, GOLDEN_033
+from kvpure.hashing import (
+    VLLM_0_26,
+    VLLM_0_33,
+    VLLM_0_34,
+    HashRequest,
+    HashScheme,
+    VllmHashProfile,
+)
+from tests.conftest import DATA_DIR, GOLDEN_026, GOLDEN_033
 
 VERSIONS: dict[str, tuple[Path, VllmHashProfile]] = {
     "0.26.0": (GOLDEN_026, VLLM_0_26),
     "0.33.0": (GOLDEN_033, VLLM_0_33),
+    "0.34.0": (DATA_DIR / "vllm-0.34.0", VLLM_0_34),
 }
 OPS = [
     "init (null block = 0 popped)",
@@ -126,3 +136,9 @@ def _assert_events(pool: BlockPool, expected: list[dict[str, Any]]) -> None:
             assert (got.lora_id, got.lora_name) == (want["lora_id"], want["lora_name"])
             assert got.extra_keys is not None
             assert list(got.extra_keys) == want["extra_keys"]
+        # the fields every release's golden records beyond those above (0.33+: ownership,
+        # session_id, lookahead_token_ids), each as vLLM published it
+        for name, value in want.items():
+            if name in ("type", "block_hashes", "token_ids", "extra_keys"):
+                continue
+            assert getattr(got, name) == value, name

@@ -86,18 +86,20 @@ def test_malformed_trace_names_the_field(mutate: Any, field: str) -> None:
 
 
 def test_unknown_reused_and_finished_request_ids() -> None:
-    with pytest.raises(UnknownRequestError, match="no request with this id"):
+    with pytest.raises(UnknownRequestError, match="no request with this id") as unknown:
         replay_trace(_with_ops([{"op": "decode", "request_id": "zz", "token_ids": [1]}]))
+    assert unknown.value.reason == "no request with this id has arrived"  # the whole reason
     with pytest.raises(UnknownRequestError, match="never reused") as info:
         replay_trace(_with_ops([ARRIVE, {"op": "finish", "request_id": "a"}, ARRIVE]))
     assert info.value.request_id == "a"
     assert info.value.field == "ops[2].request_id"
-    with pytest.raises(UnknownRequestError, match="already finished"):
+    with pytest.raises(UnknownRequestError, match="already finished") as finished:
         replay_trace(
             _with_ops(
                 [ARRIVE, {"op": "finish", "request_id": "a"}, {"op": "retry", "request_id": "a"}]
             )
         )
+    assert finished.value.reason == "this request has already finished"
 
 
 def test_prompt_and_decode_must_stay_below_max_model_len() -> None:
@@ -109,6 +111,14 @@ def test_prompt_and_decode_must_stay_below_max_model_len() -> None:
     with pytest.raises(TraceFieldError, match="below max_model_len") as info:
         replay_trace(_with_ops([prompt, decode]))
     assert info.value.field == "ops[1].token_ids"
+    # the bound itself: one token less than max_model_len (32) is allowed, in the prompt
+    # and after a decode
+    last = {"op": "decode", "request_id": "a", "token_ids": [1]}
+    result: Any = replay_trace(_with_ops([prompt, last]))
+    assert result["records"][1]["request"]["num_tokens"] == 31
+    longest = {"op": "arrive", "request_id": "a", "prompt_token_ids": list(range(31))}
+    result = replay_trace(_with_ops([longest]))
+    assert result["records"][0]["request"]["num_tokens"] == 31
 
 
 @pytest.mark.parametrize(

@@ -65,5 +65,6 @@ def test_bad_arguments_are_typed_errors_naming_the_argument() -> None:
     )
     result = json.loads(done.stdout)
     for argument, message in result.items():
-        assert argument in message, (argument, message)
+        # the message starts with the argument's name, whole (not a name that holds it)
+        assert message.startswith(f"{argument}: "), (argument, message)
         assert not message.startswith(("accepted", "untyped")), (argument, message)

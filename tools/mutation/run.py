@@ -132,6 +132,15 @@ TARGETS: dict[str, tuple[str, ...]] = {
             "wire",
         )
     },
+    # round 6 (mut8): the wire also against the C reader's tests, which decode with it on
+    # and off (the reader's choice in _decode_now)
+    "kvpure/events/wire.py": (
+        "tests/test_events_wire_args.py",
+        *_EVENTS_TESTS,
+        "tests/test_events_accel.py",
+    ),
+    # round 6 (mut8): every MessagePack type cut at every byte, checked against msgspec
+    "kvpure/events/scan.py": ("tests/test_events_scan_types.py", *_EVENTS_TESTS),
     **{
         f"kvpure/serve/{name}.py": _SERVE_TESTS
         for name in (

@@ -115,6 +115,36 @@ _PROFILE_TESTS = (
 )
 _PROFILE_MODULES = ("releases", "extensible", "estimate", "terms", "unmodelled", "render")
 
+_BLOCK_POOL_TESTS = (
+    "tests/test_cache_block_pool_vllm.py",
+    "tests/test_cache_block_pool_trace.py",
+    "tests/test_cache_limits.py",
+    "tests/test_cache_fast_paths.py",
+    "tests/test_cache_manager_direct.py",
+    "tests/test_cache_golden.py",
+    "tests/test_cache_golden_034.py",
+    "tests/test_cache_oracle_mutants.py",
+    "tests/test_events_lookahead.py",
+    "tests/test_cache_oracle_partial_tail.py",
+)
+_REPLAY_TESTS = (
+    "tests/test_cache_replay_edges.py",
+    "tests/test_cache_golden.py",
+    "tests/test_cache_errors.py",
+    "tests/test_cache_limits.py",
+    "tests/test_cache_record_ids.py",
+    "tests/test_cache_manager_direct.py",
+    "tests/test_cache_golden_034.py",
+    "tests/test_cache_oracle_mutants.py",
+    "tests/test_cache_refused_groups.py",
+    # 0.34's int32 token ids, refused by the replay itself when caching is off
+    "tests/test_cache_rules.py::test_034_refuses_a_token_id_outside_int32_naming_the_op",
+    # last: the random traces vLLM 0.26's manager replayed (watermarks) and 0.34's partial
+    # tails (lookahead hashes, L = 1)
+    "tests/test_cache_oracle.py",
+    "tests/test_cache_oracle_partial_tail.py",
+)
+
 CACHE_TARGETS: dict[str, tuple[str, ...]] = {
     # the Python loops are the reference the C loops stand in for: the random-state and
     # random-trace comparisons switch the C loops off, and the goldens replay on both
@@ -171,6 +201,13 @@ CACHE_TARGETS: dict[str, tuple[str, ...]] = {
             )
         ),
     ),
+    # round 6 (mut8): the block pool against vLLM's own BlockPool traces (0.26, 0.33), its
+    # refusals, the replays that drive it (goldens, vLLM 0.26's manager called directly and
+    # on random traces) and the BlockStored events of lookahead servers
+    "kvpure/cache/block_pool.py": _BLOCK_POOL_TESTS,
+    # round 6 (mut8): the replay's records against the goldens of both releases and vLLM
+    # 0.26's manager, its typed refusals and record limits
+    "kvpure/cache/replay.py": _REPLAY_TESTS,
     "kvpure/memory_profile/safetensors_header.py": _SAFETENSORS_TESTS,
     # round 6 (mut7): the per-release rules, 0.34's extensible cache and the estimate
     **{f"kvpure/memory_profile/{name}.py": _PROFILE_TESTS for name in _PROFILE_MODULES},
