@@ -231,3 +231,16 @@ def test_scanner_limits() -> None:
     ext = b"\x93" + FLOAT_TS + b"\x91\xc7\x01\x05x\x00"
     assert scan_batch(ext) is None
     assert scan_batch(_E("not an array")) is None
+
+
+def test_the_nesting_bound_is_64_levels() -> None:
+    """The stated bound (``MAX_DEPTH``'s docstring and the problem's text: deeper than 64
+    levels is malformed), at literal depths: a field's value of 64 levels (63 arrays
+    around a nil) is scanned as well formed, one of 65 is refused."""
+    field = b"\x93" + FLOAT_TS + b"\x91\x81\xa1x"
+    assert scan_batch(field + b"\x91" * 63 + b"\xc0\x00") is None
+    problem = scan_batch(field + b"\x91" * 64 + b"\xc0\x00")
+    assert problem is not None
+    assert problem.kind == "malformed"
+    assert (problem.event_index, problem.field) == (0, "x")
+    assert problem.reason == "values nest deeper than 64 levels"
