@@ -75,13 +75,11 @@ def _load() -> ModuleType | None:
 
 _BUILT: Final = _load()
 # ``KVPURE_NO_EXTENSION=1`` (read once, at import) runs the pure path, as for hashing.
-_reader: ModuleType | None = None if os.environ.get("KVPURE_NO_EXTENSION") == "1" else _BUILT
 current_decode: Callable[[bytes], KVEventBatch | None] | None = (
-    None if _reader is None else _reader.decode
+    None if _BUILT is None or os.environ.get("KVPURE_NO_EXTENSION") == "1" else _BUILT.decode
 )
-"""The C reader's ``decode`` while it is switched on, else None: what
-:func:`kvpure.events.wire.decode_batch` calls first, read as one module attribute
-(kept equal to :func:`reader` by :func:`set_accelerated`)."""
+"""The C reader's ``decode`` while it is switched on, else None: the one process-wide
+switch, which :func:`kvpure.events.wire.decode_batch` reads as one module attribute."""
 
 
 def built() -> bool:
@@ -91,21 +89,17 @@ def built() -> bool:
 
 def accelerated() -> bool:
     """Whether payloads are read by the C reader (built and not switched off)."""
-    return _reader is not None
+    return current_decode is not None
 
 
 def set_accelerated(enabled: bool) -> bool:
     """Switch the C reader on or off for this process; returns whether it is now in use."""
-    global _reader, current_decode  # the one process-wide switch
-    _reader = _BUILT if enabled else None
-    current_decode = None if _reader is None else _reader.decode
-    return _reader is not None
+    global current_decode  # the one process-wide switch
+    current_decode = _BUILT.decode if enabled and _BUILT is not None else None
+    return current_decode is not None
 
 
 def reader() -> Callable[[bytes], KVEventBatch | None] | None:
     """The C reader's ``decode`` (payload bytes -> batch, or None when it does not handle
     them), or None when the reader is not built or switched off."""
-    if _reader is None:
-        return None
-    decode: Callable[[bytes], KVEventBatch | None] = _reader.decode
-    return decode
+    return current_decode

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pyrsistent import freeze, pmap
@@ -116,15 +117,11 @@ _SETTINGS_FIELDS: tuple[tuple[str, str, str], ...] = (
 _SECTIONS = ("cache_config", "parallel_config", "scheduler_config", "model_config")
 
 
-_DEFAULT_SETTINGS: list[PlannerSettings] = []
-
-
+@cache
 def _default_settings() -> PlannerSettings:
     """``PlannerSettings()``, built once: the reader takes its defaults for left-out fields
     (the default settings are frozen, so one value serves every call)."""
-    if not _DEFAULT_SETTINGS:
-        _DEFAULT_SETTINGS.append(PlannerSettings())
-    return _DEFAULT_SETTINGS[0]
+    return PlannerSettings()
 
 
 def parse_planner_settings(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvpure.memory_profile.model_traits import model_family
 from kvpure.models.config import HFConfig
 
 __all__ = [
@@ -83,12 +84,8 @@ class EncoderBatch:
 
     def kept_rows(self, version: tuple[int, int]) -> int:
         """Rows of encoder output ``profile_run`` keeps through the decoder's dummy run."""
-        rows = max(self.item_rows, self.item_tokens) if version in EXPANDING_RELEASES else 0
-        return self.items * (rows or self.item_rows)
-
-
-def _family(config: HFConfig) -> str:
-    return config.str_("model_type", "")
+        expands = version in EXPANDING_RELEASES
+        return self.items * (max(self.item_rows, self.item_tokens) if expands else self.item_rows)
 
 
 def encoder_output_width(config: HFConfig) -> int:
@@ -97,7 +94,7 @@ def encoder_output_width(config: HFConfig) -> int:
         return 0
     text = config.sub("text_config") if config.has("text_config") else config
     hidden = text.int_("hidden_size", 0)
-    if _family(config) in _DEEPSTACK:
+    if model_family(config) in _DEEPSTACK:
         vision = config.sub("vision_config")
         out = vision.int_("out_hidden_size", hidden)
         levels = (
@@ -129,7 +126,7 @@ def encoder_batch(
     the whole budget, ``budget / 12.5`` output rows in 0.12 (``budget`` from 0.13). Other
     families: None.
     """
-    family = _family(config)
+    family = model_family(config)
     if family == "gemma3" and config.has("vision_config"):  # not Gemma-3n (its own encoders)
         per_image = config.int_("mm_tokens_per_image", 256, minimum=1)
         budget = budget_tokens or max(max_num_batched_tokens, per_image)
@@ -190,7 +187,7 @@ def encoder_outputs_bytes(
         return batch.kept_rows(version) * width * dtype_bytes, 0
     band = uncharged_outputs_bytes(
         width,
-        deepstack=_family(config) in _DEEPSTACK,
+        deepstack=model_family(config) in _DEEPSTACK,
         version=version,
         max_num_batched_tokens=max_num_batched_tokens,
         dtype_bytes=dtype_bytes,

@@ -13,6 +13,7 @@ from kvpure.models.config import HFConfig
 
 __all__ = [
     "GDN_FAMILIES",
+    "model_family",
     "final_norm",
     "float32_params",
     "is_moe_layer",
@@ -32,14 +33,14 @@ _TRANSFORMERS_BACKEND: Final = frozenset({"olmo", "olmo2"})
 registers no cos/sin cache."""
 
 
-def _family(cfg: HFConfig) -> str:
+def model_family(cfg: HFConfig) -> str:
     """``model_type``, ``""`` when the config names none (no family matches it)."""
     return cfg.str_("model_type", "")
 
 
 def uses_vllm_rotary(cfg: HFConfig) -> bool:
     """Whether vLLM builds the language model ``cfg`` with its own rotary layers."""
-    return _family(cfg) not in _TRANSFORMERS_BACKEND
+    return model_family(cfg) not in _TRANSFORMERS_BACKEND
 
 
 def num_experts(cfg: HFConfig) -> int:
@@ -79,7 +80,7 @@ def dense_mlp_width(cfg: HFConfig) -> int:
         return cfg.int_("intermediate_size_mlp", inter)
     expert = cfg.int_("moe_intermediate_size", inter)
     shared = cfg.int_("n_shared_experts", cfg.int_("num_shared_experts", 0)) * expert
-    if _family(cfg) == "llama4_text":
+    if model_family(cfg) == "llama4_text":
         shared = expert  # one shared expert of the routed experts' size
     for key in ("shared_intermediate_size", "shared_expert_intermediate_size"):
         if cfg.has(key):
@@ -131,7 +132,7 @@ def layer_kinds(cfg: HFConfig, layers: int) -> tuple[str, ...]:
     """Each decoder layer's mixer: ``"attention"`` or ``"mamba"`` (Nemotron-H: also
     ``"mlp"`` and ``"moe"``, layers without a token mixer; Qwen3-Next / Qwen3.5:
     ``"gdn"``, a gated delta net)."""
-    family = _family(cfg)
+    family = model_family(cfg)
     if family in GDN_FAMILIES:
         return _gdn_kinds(cfg, layers)
     if family == "kimi_linear":  # kda_layers counts from 1
@@ -162,7 +163,7 @@ _ALWAYS_TIED: Final = frozenset({"cohere", "cohere2"})
 
 def tied_embeddings(cfg: HFConfig) -> bool:
     """Whether vLLM reuses the embedding as the LM head (no ``lm_head`` of its own)."""
-    family = _family(cfg)
+    family = model_family(cfg)
     if family in _ALWAYS_TIED:
         return True
     return cfg.bool_("tie_word_embeddings", family.startswith("gemma"))
@@ -182,7 +183,7 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
     - DeepSeek-V3.2's indexer ``k_norm`` weight and bias (a float32 LayerNorm);
     - the Transformers backend's (OLMo-1 and -2) Hugging Face rotary buffers.
     """
-    family = _family(cfg)
+    family = model_family(cfg)
     out: set[str] = {"A_log"}  # Mamba mixers' A (mamba_mixer.py, mamba_mixer2.py)
     if family in ("glm4_moe", "minimax_m2"):
         out.add("gate.weight")
@@ -198,7 +199,7 @@ def float32_params(cfg: HFConfig) -> frozenset[str]:
 
 
 def _routing_bias(cfg: HFConfig) -> bool:
-    family = _family(cfg)
+    family = model_family(cfg)
     if family == "glm4_moe":
         return True
     if family == "minimax_m2":
@@ -221,7 +222,7 @@ builds for OLMo-1): neither the decoder layers' norms nor the final one."""
 
 def final_norm(cfg: HFConfig) -> bool:
     """Whether the language model ends with a weighted norm (``model.norm.weight``)."""
-    return _family(cfg) not in _WEIGHTLESS_NORMS
+    return model_family(cfg) not in _WEIGHTLESS_NORMS
 
 
 _LAYER_NORMS: Final = {
@@ -236,7 +237,7 @@ _LAYER_NORMS: Final = {
 
 def layer_norms(cfg: HFConfig) -> tuple[str, ...]:
     """The hidden-size norms of one decoder layer (one weight each, no bias)."""
-    family = _family(cfg)
+    family = model_family(cfg)
     if family in _WEIGHTLESS_NORMS:
         return ()
     if family in ("cohere", "cohere2"):
