@@ -66,3 +66,13 @@ def test_layer_map_kinds_are_the_classes_of_names_and_values() -> None:
     assert layers.kinds() is layers.kinds()
     assert LayerMap.empty().kinds() == (frozenset(), frozenset())
     assert layers == LayerMap.from_pairs([("a", 1), ("b", "x"), ("c", 2)])
+
+
+def test_a_one_block_worker_shrinks_to_the_smallest_count() -> None:
+    # vLLM 0.26 get_kv_cache_configs: ``tensor.size = tensor.size // num_blocks_old *
+    # min_num_blocks`` -- a one-block worker divides too
+    tensor = KVCacheTensor(size=4096, shared_by=("a",))
+    config = KVCacheConfig(num_blocks=1, kv_cache_tensors=(tensor,), kv_cache_groups=())
+    shrunk = _shrink(config, 0)
+    assert shrunk.num_blocks == 0
+    assert shrunk.kv_cache_tensors == (KVCacheTensor(size=0, shared_by=("a",)),)
